@@ -1,0 +1,192 @@
+package protocol
+
+import (
+	"encoding/base64"
+	"fmt"
+	"strconv"
+
+	"github.com/go-json-experiment/json"
+	"github.com/go-json-experiment/json/jsontext"
+)
+
+// DeviceFrame is a device→server frame (§2.2): *Hello, *GenerationAck,
+// *Heartbeat, *Result, *Chunk or *Goodbye. Each marshals to exactly its wire
+// form, t first.
+type DeviceFrame interface {
+	Type() DeviceFrameType
+	isDeviceFrame()
+}
+
+// Hello is the first frame on a socket, once per socket.
+type Hello struct {
+	ProtocolVersion int    `json:"protocolVersion"`
+	DeviceID        string `json:"deviceId"`
+	// Epoch is a fresh ULID per executor process start.
+	Epoch         string   `json:"epoch"`
+	SignatureB64  string   `json:"signatureB64"`
+	Platform      Platform `json:"platform"`
+	WorkspaceRoot string   `json:"workspaceRoot"`
+	PathFlavor    string   `json:"pathFlavor"`
+	// Supports may name kinds this package does not know; the server ignores
+	// them (§3.2).
+	Supports []InstructionKind `json:"supports"`
+	Resuming *Resuming         `json:"resuming,omitzero"`
+}
+
+// Platform describes the executor in hello.
+type Platform struct {
+	OS              string `json:"os"`
+	Arch            string `json:"arch"`
+	ExecutorVersion string `json:"executorVersion"`
+}
+
+// Resuming is informational (§8).
+type Resuming struct {
+	UnackedResults int64 `json:"unackedResults"`
+}
+
+// GenerationAck is sent once, after fencing older generations (§1.5).
+type GenerationAck struct {
+	Gen Gen `json:"gen"`
+}
+
+// Heartbeat keeps a quiet connection alive (R14).
+type Heartbeat struct {
+	Gen      Gen      `json:"gen"`
+	Seq      int64    `json:"seq"`
+	Inflight []string `json:"inflight"`
+}
+
+// Result is the single terminal answer for one instruction.
+type Result struct {
+	Gen           Gen     `json:"gen"`
+	InstructionID string  `json:"instructionId"`
+	DeviceSeq     int64   `json:"deviceSeq"`
+	Outcome       Outcome `json:"outcome"`
+}
+
+// Chunk is one piece of an instruction's output stream (§4). Kind decides the
+// wire fields: stdout, stderr and data carry Data as dataB64 (an empty Data
+// is sent as ""); exit carries ExitCode. The other field is never sent.
+type Chunk struct {
+	Gen           Gen
+	InstructionID string
+	StreamSeq     int64
+	Kind          ChunkKind
+	Data          []byte
+	ExitCode      int
+}
+
+// Goodbye announces a graceful shutdown (R15). GraceMs is absent when nil.
+type Goodbye struct {
+	Gen     Gen           `json:"gen"`
+	Reason  GoodbyeReason `json:"reason"`
+	GraceMs *int64        `json:"graceMs,omitzero"`
+}
+
+func (*Hello) Type() DeviceFrameType         { return TypeHello }
+func (*GenerationAck) Type() DeviceFrameType { return TypeGenerationAck }
+func (*Heartbeat) Type() DeviceFrameType     { return TypeHeartbeat }
+func (*Result) Type() DeviceFrameType        { return TypeResult }
+func (*Chunk) Type() DeviceFrameType         { return TypeChunk }
+func (*Goodbye) Type() DeviceFrameType       { return TypeGoodbye }
+
+func (*Hello) isDeviceFrame()         {}
+func (*GenerationAck) isDeviceFrame() {}
+func (*Heartbeat) isDeviceFrame()     {}
+func (*Result) isDeviceFrame()        {}
+func (*Chunk) isDeviceFrame()         {}
+func (*Goodbye) isDeviceFrame()       {}
+
+func (f *Hello) MarshalJSON() ([]byte, error) {
+	type wire Hello
+	w := wire(*f)
+	if w.Supports == nil {
+		w.Supports = []InstructionKind{}
+	}
+	return json.Marshal(struct {
+		T DeviceFrameType `json:"t"`
+		wire
+	}{TypeHello, w})
+}
+
+func (f *GenerationAck) MarshalJSON() ([]byte, error) {
+	type wire GenerationAck
+	return json.Marshal(struct {
+		T DeviceFrameType `json:"t"`
+		wire
+	}{TypeGenerationAck, wire(*f)})
+}
+
+func (f *Heartbeat) MarshalJSON() ([]byte, error) {
+	type wire Heartbeat
+	w := wire(*f)
+	if w.Inflight == nil {
+		w.Inflight = []string{}
+	}
+	return json.Marshal(struct {
+		T DeviceFrameType `json:"t"`
+		wire
+	}{TypeHeartbeat, w})
+}
+
+func (f *Result) MarshalJSON() ([]byte, error) {
+	if f.Outcome == nil {
+		return nil, fmt.Errorf("protocol: result for %q has no outcome", f.InstructionID)
+	}
+	type wire Result
+	return json.Marshal(struct {
+		T DeviceFrameType `json:"t"`
+		wire
+	}{TypeResult, wire(*f)})
+}
+
+func (f *Goodbye) MarshalJSON() ([]byte, error) {
+	if !f.Reason.Valid() {
+		return nil, &UnknownMemberError{Set: goodbyeReasons.name, Value: string(f.Reason)}
+	}
+	type wire Goodbye
+	return json.Marshal(struct {
+		T DeviceFrameType `json:"t"`
+		wire
+	}{TypeGoodbye, wire(*f)})
+}
+
+// MarshalJSON writes the chunk by hand: it is the hot path of every stream,
+// and the data goes straight into the frame as canonical base64.
+func (f *Chunk) MarshalJSON() ([]byte, error) {
+	return f.AppendJSON(nil)
+}
+
+// AppendJSON appends the chunk's wire form to b.
+func (f *Chunk) AppendJSON(b []byte) ([]byte, error) {
+	if !f.Kind.Valid() {
+		return nil, &UnknownMemberError{Set: chunkKinds.name, Value: string(f.Kind)}
+	}
+	if f.Kind == ChunkExit && len(f.Data) > 0 {
+		return nil, fmt.Errorf("protocol: an exit chunk must not carry data")
+	}
+	if b == nil {
+		b = make([]byte, 0, 128+len(f.InstructionID)+base64.StdEncoding.EncodedLen(len(f.Data)))
+	}
+	b = append(b, `{"t":"chunk","gen":"`...)
+	b = strconv.AppendUint(b, uint64(f.Gen), 10)
+	b = append(b, `","instructionId":`...)
+	b, err := jsontext.AppendQuote(b, f.InstructionID)
+	if err != nil {
+		return nil, fmt.Errorf("protocol: instructionId: %w", err)
+	}
+	b = append(b, `,"streamSeq":`...)
+	b = strconv.AppendInt(b, f.StreamSeq, 10)
+	b = append(b, `,"kind":"`...)
+	b = append(b, f.Kind...)
+	if f.Kind == ChunkExit {
+		b = append(b, `","exitCode":`...)
+		b = strconv.AppendInt(b, int64(f.ExitCode), 10)
+	} else {
+		b = append(b, `","dataB64":"`...)
+		b = base64.StdEncoding.AppendEncode(b, f.Data)
+		b = append(b, '"')
+	}
+	return append(b, '}'), nil
+}
