@@ -14,6 +14,8 @@ import (
 // form, t first.
 type DeviceFrame interface {
 	Type() DeviceFrameType
+	// MarshalJSON returns exactly the wire form.
+	MarshalJSON() ([]byte, error)
 	isDeviceFrame()
 }
 
@@ -104,18 +106,18 @@ func (f *Hello) MarshalJSON() ([]byte, error) {
 	if w.Supports == nil {
 		w.Supports = []InstructionKind{}
 	}
-	return json.Marshal(struct {
+	return encodeDevice(struct {
 		T DeviceFrameType `json:"t"`
 		wire
-	}{TypeHello, w})
+	}{TypeHello, w}, MaxPreAuthFrameBytes)
 }
 
 func (f *GenerationAck) MarshalJSON() ([]byte, error) {
 	type wire GenerationAck
-	return json.Marshal(struct {
+	return encodeDevice(struct {
 		T DeviceFrameType `json:"t"`
 		wire
-	}{TypeGenerationAck, wire(*f)})
+	}{TypeGenerationAck, wire(*f)}, MaxFrameBytes)
 }
 
 func (f *Heartbeat) MarshalJSON() ([]byte, error) {
@@ -124,10 +126,10 @@ func (f *Heartbeat) MarshalJSON() ([]byte, error) {
 	if w.Inflight == nil {
 		w.Inflight = []string{}
 	}
-	return json.Marshal(struct {
+	return encodeDevice(struct {
 		T DeviceFrameType `json:"t"`
 		wire
-	}{TypeHeartbeat, w})
+	}{TypeHeartbeat, w}, MaxFrameBytes)
 }
 
 func (f *Result) MarshalJSON() ([]byte, error) {
@@ -135,10 +137,10 @@ func (f *Result) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("protocol: result for %q has no outcome", f.InstructionID)
 	}
 	type wire Result
-	return json.Marshal(struct {
+	return encodeDevice(struct {
 		T DeviceFrameType `json:"t"`
 		wire
-	}{TypeResult, wire(*f)})
+	}{TypeResult, wire(*f)}, MaxFrameBytes)
 }
 
 func (f *Goodbye) MarshalJSON() ([]byte, error) {
@@ -146,10 +148,10 @@ func (f *Goodbye) MarshalJSON() ([]byte, error) {
 		return nil, &UnknownMemberError{Set: goodbyeReasons.name, Value: string(f.Reason)}
 	}
 	type wire Goodbye
-	return json.Marshal(struct {
+	return encodeDevice(struct {
 		T DeviceFrameType `json:"t"`
 		wire
-	}{TypeGoodbye, wire(*f)})
+	}{TypeGoodbye, wire(*f)}, MaxFrameBytes)
 }
 
 // MarshalJSON writes the chunk by hand: it is the hot path of every stream,
@@ -165,6 +167,12 @@ func (f *Chunk) AppendJSON(b []byte) ([]byte, error) {
 	}
 	if f.Kind == ChunkExit && len(f.Data) > 0 {
 		return nil, fmt.Errorf("protocol: an exit chunk must not carry data")
+	}
+	if err := checkStreamFields(f.InstructionID, f.StreamSeq); err != nil {
+		return nil, err
+	}
+	if f.ExitCode < -MaxSafeInteger || f.ExitCode > MaxSafeInteger {
+		return nil, fmt.Errorf("protocol: exitCode %d is not a safe integer", f.ExitCode)
 	}
 	if b == nil {
 		b = make([]byte, 0, 128+len(f.InstructionID)+base64.StdEncoding.EncodedLen(len(f.Data)))
@@ -189,4 +197,33 @@ func (f *Chunk) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, '"')
 	}
 	return append(b, '}'), nil
+}
+
+// encodeDevice marshals a frame's wire struct and holds the bytes to the
+// lane's own decoder, so this package never emits a frame the lane would
+// refuse (an over-size, out-of-range or mis-shaped frame costs the stream,
+// §2.4). Hello is held to the pre-auth cap it must fit (§2.1).
+func encodeDevice(v any, limit int) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, fmt.Errorf("protocol: %w", err)
+	}
+	if _, err := DecodeDeviceFrame(TextMessage, b, limit); err != nil {
+		return nil, fmt.Errorf("protocol: refusing to encode a frame the lane would refuse: %w", err)
+	}
+	return b, nil
+}
+
+// checkStreamFields holds the hand-written Chunk and Payload encoders to
+// the decoders' rules for their fields.
+func checkStreamFields(instructionID string, nums ...int64) error {
+	if instructionID == "" {
+		return fmt.Errorf("protocol: instructionId must be non-empty")
+	}
+	for _, n := range nums {
+		if n < 0 || n > MaxSafeInteger {
+			return fmt.Errorf("protocol: %d is not a non-negative safe integer", n)
+		}
+	}
+	return nil
 }

@@ -14,6 +14,8 @@ import (
 // or *Ping. Each marshals to exactly its wire form, t first.
 type ServerFrame interface {
 	Type() ServerFrameType
+	// MarshalJSON returns exactly the wire form.
+	MarshalJSON() ([]byte, error)
 	isServerFrame()
 }
 
@@ -119,12 +121,24 @@ func (*ChunkAck) isServerFrame()    {}
 func (*Bye) isServerFrame()         {}
 func (*Ping) isServerFrame()        {}
 
-// deterministic sorts map keys, so equal frames encode to equal bytes.
-var deterministic = json.Deterministic(true)
+// encodeServer marshals a frame's wire struct, map keys sorted so equal
+// frames encode to equal bytes, and holds the bytes to the executor's
+// decoder: this package never emits a frame the executor would refuse,
+// nor an instruction it would have to answer invalid.
+func encodeServer(v any) ([]byte, error) {
+	b, err := json.Marshal(v, json.Deterministic(true))
+	if err != nil {
+		return nil, fmt.Errorf("protocol: %w", err)
+	}
+	if _, err := DecodeServerFrame(TextMessage, b); err != nil {
+		return nil, fmt.Errorf("protocol: refusing to encode a frame the executor would refuse: %w", err)
+	}
+	return b, nil
+}
 
 func (f *Challenge) MarshalJSON() ([]byte, error) {
 	type wire Challenge
-	return json.Marshal(struct {
+	return encodeServer(struct {
 		T ServerFrameType `json:"t"`
 		wire
 	}{TypeChallenge, wire(*f)})
@@ -139,11 +153,11 @@ func (f *HelloAck) MarshalJSON() ([]byte, error) {
 	if w.ChunkWatermarks == nil {
 		w.ChunkWatermarks = map[string]int64{}
 	}
-	return json.Marshal(struct {
+	return encodeServer(struct {
 		T  ServerFrameType `json:"t"`
 		OK bool            `json:"ok"`
 		wire
-	}{TypeHelloAck, true, w}, deterministic)
+	}{TypeHelloAck, true, w})
 }
 
 func (f *HelloReject) MarshalJSON() ([]byte, error) {
@@ -151,7 +165,7 @@ func (f *HelloReject) MarshalJSON() ([]byte, error) {
 		return nil, &UnknownMemberError{Set: helloRejectCodes.name, Value: string(f.Code)}
 	}
 	type wire HelloReject
-	return json.Marshal(struct {
+	return encodeServer(struct {
 		T ServerFrameType `json:"t"`
 		wire
 	}{TypeHelloReject, wire(*f)})
@@ -162,15 +176,15 @@ func (f *Instruction) MarshalJSON() ([]byte, error) {
 		return nil, fmt.Errorf("protocol: args %T do not fit instruction kind %q", f.Args, f.Kind)
 	}
 	type wire Instruction
-	return json.Marshal(struct {
+	return encodeServer(struct {
 		T ServerFrameType `json:"t"`
 		wire
-	}{TypeInstruction, wire(*f)}, deterministic)
+	}{TypeInstruction, wire(*f)})
 }
 
 func (f *Cancel) MarshalJSON() ([]byte, error) {
 	type wire Cancel
-	return json.Marshal(struct {
+	return encodeServer(struct {
 		T ServerFrameType `json:"t"`
 		wire
 	}{TypeCancel, wire(*f)})
@@ -178,7 +192,7 @@ func (f *Cancel) MarshalJSON() ([]byte, error) {
 
 func (f *ResultAck) MarshalJSON() ([]byte, error) {
 	type wire ResultAck
-	return json.Marshal(struct {
+	return encodeServer(struct {
 		T ServerFrameType `json:"t"`
 		wire
 	}{TypeResultAck, wire(*f)})
@@ -186,7 +200,7 @@ func (f *ResultAck) MarshalJSON() ([]byte, error) {
 
 func (f *ChunkAck) MarshalJSON() ([]byte, error) {
 	type wire ChunkAck
-	return json.Marshal(struct {
+	return encodeServer(struct {
 		T ServerFrameType `json:"t"`
 		wire
 	}{TypeChunkAck, wire(*f)})
@@ -197,7 +211,7 @@ func (f *Bye) MarshalJSON() ([]byte, error) {
 		return nil, &UnknownMemberError{Set: byeReasons.name, Value: string(f.Reason)}
 	}
 	type wire Bye
-	return json.Marshal(struct {
+	return encodeServer(struct {
 		T ServerFrameType `json:"t"`
 		wire
 	}{TypeBye, wire(*f)})
@@ -212,6 +226,9 @@ func (f *Payload) MarshalJSON() ([]byte, error) { return f.AppendJSON(nil) }
 func (f *Payload) AppendJSON(b []byte) ([]byte, error) {
 	if !f.Part.Valid() {
 		return nil, &UnknownMemberError{Set: payloadParts.name, Value: string(f.Part)}
+	}
+	if err := checkStreamFields(f.InstructionID, f.Offset, f.TotalLen); err != nil {
+		return nil, err
 	}
 	if b == nil {
 		b = make([]byte, 0, 160+len(f.InstructionID)+base64.StdEncoding.EncodedLen(len(f.Data)))
