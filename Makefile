@@ -11,8 +11,10 @@ fmt-check:
 vet:
 	$(GO) vet ./...
 
+# scripts/with-postgres starts a throwaway PostgreSQL for the store suite
+# (or uses SEMA_TEST_POSTGRES when set).
 race:
-	$(GO) test -race -count=1 ./...
+	./scripts/with-postgres $(GO) test -race -count=1 ./...
 
 # Each fuzz target for FUZZTIME (default 60s): make fuzz FUZZTIME=10s
 FUZZTIME ?= 60s

@@ -1,0 +1,67 @@
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/sema-agent/sema/lane/store"
+)
+
+// AcquireLease takes a device's connection lease and bumps its generation.
+func (s *Store) AcquireLease(ctx context.Context, req store.LeaseRequest) (store.Lease, error) {
+	lease := store.Lease{DeviceID: req.DeviceID, Holder: req.Holder, Epoch: req.Epoch}
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var (
+			revoked       sql.NullInt64
+			gen, now      int64
+			holder, epoch sql.NullString
+			expires       sql.NullInt64
+		)
+		err := tx.QueryRowContext(ctx, s.sql(`SELECT revoked_ms, generation, lease_holder, lease_epoch, lease_expires_ms, NOW FROM devices WHERE id = ?`+s.d.ForUpdate), req.DeviceID).
+			Scan(&revoked, &gen, &holder, &epoch, &expires, &now)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return store.ErrNotFound
+		case err != nil:
+			return s.wrap("read lease", err)
+		case revoked.Valid:
+			return store.ErrRevoked
+		case holder.Valid && holder.String != req.Holder && holder.String != req.Takeover && expires.Int64 > now:
+			return store.ErrLeaseHeld
+		}
+		lease.Previous, lease.PreviousEpoch = holder.String, epoch.String
+		var newExpires int64
+		err = tx.QueryRowContext(ctx, s.sql(`UPDATE devices SET generation = generation + 1, lease_holder = ?, lease_epoch = ?, lease_expires_ms = NOW + ? WHERE id = ? RETURNING generation, lease_expires_ms`),
+			req.Holder, req.Epoch, req.TTL.Milliseconds(), req.DeviceID).Scan(&gen, &newExpires)
+		if err != nil {
+			return s.wrap("take lease", err)
+		}
+		lease.Gen, lease.ExpiresAt = uint64(gen), msTime(newExpires)
+		return nil
+	})
+	return lease, err
+}
+
+// RenewLease extends a holder's lease by ttl from the database's now.
+func (s *Store) RenewLease(ctx context.Context, deviceID, holder string, ttl time.Duration) (store.Lease, error) {
+	lease := store.Lease{DeviceID: deviceID, Holder: holder}
+	var gen, expires int64
+	err := s.db.QueryRowContext(ctx, s.sql(`UPDATE devices SET lease_expires_ms = NOW + ? WHERE id = ? AND lease_holder = ? AND revoked_ms IS NULL RETURNING generation, lease_epoch, lease_expires_ms`),
+		ttl.Milliseconds(), deviceID, holder).Scan(&gen, &lease.Epoch, &expires)
+	if errors.Is(err, sql.ErrNoRows) {
+		return lease, store.ErrLeaseLost
+	}
+	if err != nil {
+		return lease, s.wrap("renew lease", err)
+	}
+	lease.Gen, lease.ExpiresAt = uint64(gen), msTime(expires)
+	return lease, nil
+}
+
+// ReleaseLease drops a holder's lease.
+func (s *Store) ReleaseLease(ctx context.Context, deviceID, holder string) error {
+	_, err := s.db.ExecContext(ctx, s.sql(`UPDATE devices SET lease_holder = NULL, lease_epoch = NULL, lease_expires_ms = NULL WHERE id = ? AND lease_holder = ?`), deviceID, holder)
+	return s.wrap("release lease", err)
+}

@@ -1,0 +1,163 @@
+package sqlstore
+
+import (
+	"bytes"
+	"context"
+	"database/sql"
+	"errors"
+	"time"
+
+	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/lane/store"
+)
+
+// CreateIdentity adds an identity.
+func (s *Store) CreateIdentity(ctx context.Context, name string) (store.Identity, error) {
+	id := ids.New(ids.Identity)
+	var created int64
+	err := s.db.QueryRowContext(ctx, s.sql(`INSERT INTO identities (id, name, created_ms) VALUES (?, ?, NOW) RETURNING created_ms`), id, name).Scan(&created)
+	if err != nil {
+		return store.Identity{}, s.wrap("create identity", err)
+	}
+	return store.Identity{ID: id, Name: name, CreatedAt: msTime(created)}, nil
+}
+
+// CreateAPIKey stores the digest of an API key.
+func (s *Store) CreateAPIKey(ctx context.Context, identityID string, digest store.Digest) error {
+	_, err := s.db.ExecContext(ctx, s.sql(`INSERT INTO api_keys (digest, identity_id, created_ms) VALUES (?, ?, NOW)`), digest[:], identityID)
+	return s.wrap("create api key", err)
+}
+
+// IdentityByAPIKey finds the identity owning a key.
+func (s *Store) IdentityByAPIKey(ctx context.Context, digest store.Digest) (store.Identity, error) {
+	var idn store.Identity
+	var created int64
+	err := s.db.QueryRowContext(ctx, s.sql(`SELECT i.id, i.name, i.created_ms FROM api_keys k JOIN identities i ON i.id = k.identity_id WHERE k.digest = ?`), digest[:]).Scan(&idn.ID, &idn.Name, &created)
+	if errors.Is(err, sql.ErrNoRows) {
+		return idn, store.ErrNotFound
+	}
+	if err != nil {
+		return idn, s.wrap("identity by api key", err)
+	}
+	idn.CreatedAt = msTime(created)
+	return idn, nil
+}
+
+// CreateEnrollToken stores a token digest expiring ttl after the database's now.
+func (s *Store) CreateEnrollToken(ctx context.Context, identityID string, digest store.Digest, ttl time.Duration) (store.EnrollToken, error) {
+	var expires int64
+	err := s.db.QueryRowContext(ctx, s.sql(`INSERT INTO enroll_tokens (digest, identity_id, created_ms, expires_ms) VALUES (?, ?, NOW, NOW + ?) RETURNING expires_ms`),
+		digest[:], identityID, ttl.Milliseconds()).Scan(&expires)
+	if err != nil {
+		return store.EnrollToken{}, s.wrap("create enroll token", err)
+	}
+	return store.EnrollToken{IdentityID: identityID, ExpiresAt: msTime(expires), TTL: ttl}, nil
+}
+
+// RegisterDevice consumes a token for a key and creates the device (§1.1),
+// or returns the device a replay with the same key created.
+func (s *Store) RegisterDevice(ctx context.Context, r store.Registration) (store.Device, error) {
+	var dev store.Device
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var (
+			owner             string
+			expires, now      int64
+			consumedKey       []byte
+			consumedForDevice sql.NullString
+		)
+		err := tx.QueryRowContext(ctx, s.sql(`SELECT identity_id, expires_ms, consumed_pubkey, device_id, NOW FROM enroll_tokens WHERE digest = ?`+s.d.ForUpdate), r.TokenDigest[:]).
+			Scan(&owner, &expires, &consumedKey, &consumedForDevice, &now)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return &store.EnrollRefusedError{Reason: store.RefusedUnknownToken}
+		case err != nil:
+			return s.wrap("read enroll token", err)
+		case owner != r.IdentityID:
+			return &store.EnrollRefusedError{Reason: store.RefusedWrongIdentity}
+		case consumedKey != nil && bytes.Equal(consumedKey, r.PublicKey):
+			// A replay after a lost response: the same device, nothing new.
+			dev, err = s.device(ctx, tx, consumedForDevice.String)
+			return err
+		case consumedKey != nil:
+			return &store.EnrollRefusedError{Reason: store.RefusedTokenReuse}
+		case now >= expires:
+			return &store.EnrollRefusedError{Reason: store.RefusedExpired}
+		}
+		id := ids.New(ids.Device)
+		_, err = tx.ExecContext(ctx, s.sql(`INSERT INTO devices (id, owner_id, pubkey, platform_os, platform_arch, display_name, workspace_root, created_ms, generation) VALUES (?, ?, ?, ?, ?, ?, ?, NOW, 0)`),
+			id, r.IdentityID, r.PublicKey, r.PlatformOS, r.PlatformArch, r.DisplayName, r.WorkspaceRoot)
+		if err != nil {
+			return s.wrap("insert device", err)
+		}
+		if _, err := tx.ExecContext(ctx, s.sql(`UPDATE enroll_tokens SET consumed_pubkey = ?, device_id = ? WHERE digest = ?`), r.PublicKey, id, r.TokenDigest[:]); err != nil {
+			return s.wrap("consume enroll token", err)
+		}
+		dev, err = s.device(ctx, tx, id)
+		return err
+	})
+	return dev, err
+}
+
+const deviceColumns = `id, owner_id, pubkey, platform_os, platform_arch, display_name, workspace_root, created_ms, revoked_ms, generation`
+
+type scanner interface{ Scan(...any) error }
+
+func scanDevice(row scanner) (store.Device, error) {
+	var (
+		d       store.Device
+		created int64
+		revoked sql.NullInt64
+		gen     int64
+	)
+	err := row.Scan(&d.ID, &d.OwnerID, &d.PublicKey, &d.PlatformOS, &d.PlatformArch, &d.DisplayName, &d.WorkspaceRoot, &created, &revoked, &gen)
+	if errors.Is(err, sql.ErrNoRows) {
+		return d, store.ErrNotFound
+	}
+	d.CreatedAt, d.RevokedAt, d.Generation = msTime(created), nullMsTime(revoked), uint64(gen)
+	return d, err
+}
+
+type querier interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}
+
+func (s *Store) device(ctx context.Context, q querier, id string) (store.Device, error) {
+	d, err := scanDevice(q.QueryRowContext(ctx, s.sql(`SELECT `+deviceColumns+` FROM devices WHERE id = ?`), id))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return d, s.wrap("read device", err)
+	}
+	return d, err
+}
+
+// Device returns a device by id.
+func (s *Store) Device(ctx context.Context, id string) (store.Device, error) {
+	return s.device(ctx, s.db, id)
+}
+
+// ListDevices returns an owner's devices, oldest first.
+func (s *Store) ListDevices(ctx context.Context, ownerID string) ([]store.Device, error) {
+	rows, err := s.db.QueryContext(ctx, s.sql(`SELECT `+deviceColumns+` FROM devices WHERE owner_id = ? ORDER BY created_ms, id`), ownerID)
+	if err != nil {
+		return nil, s.wrap("list devices", err)
+	}
+	defer rows.Close()
+	out := []store.Device{}
+	for rows.Next() {
+		d, err := scanDevice(rows)
+		if err != nil {
+			return nil, s.wrap("list devices", err)
+		}
+		out = append(out, d)
+	}
+	return out, s.wrap("list devices", rows.Err())
+}
+
+// RevokeDevice revokes an owner's device, terminally, and drops its lease.
+func (s *Store) RevokeDevice(ctx context.Context, ownerID, deviceID string) (store.Device, error) {
+	d, err := scanDevice(s.db.QueryRowContext(ctx, s.sql(`UPDATE devices SET revoked_ms = COALESCE(revoked_ms, NOW), lease_holder = NULL, lease_epoch = NULL, lease_expires_ms = NULL
+		WHERE id = ? AND owner_id = ? RETURNING `+deviceColumns), deviceID, ownerID))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return d, s.wrap("revoke device", err)
+	}
+	return d, err
+}

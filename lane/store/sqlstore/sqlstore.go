@@ -1,0 +1,172 @@
+// Package sqlstore implements store.Store once, over database/sql, for every
+// SQL backend. A Dialect carries what differs: placeholders, the database
+// clock, row locking, and how to recognise a unique violation. Times are
+// stored as Unix milliseconds read from the database clock, never the Go
+// process's.
+package sqlstore
+
+import (
+	"context"
+	"database/sql"
+	"embed"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Dialect is what one SQL backend does differently. Queries are written with
+// ? placeholders and the word NOW for the database clock.
+type Dialect struct {
+	// Name names the backend in errors.
+	Name string
+	// Now is an SQL expression for the database clock in Unix milliseconds.
+	Now string
+	// Placeholder returns the n-th (1-based) bind placeholder.
+	Placeholder func(n int) string
+	// ForUpdate is appended to a SELECT that must lock its row until commit
+	// ("" where transactions already take the write lock, as SQLite's
+	// BEGIN IMMEDIATE does).
+	ForUpdate string
+	// MigrationLock, when not "", is run first in the migration transaction
+	// so that two processes never migrate at once.
+	MigrationLock string
+}
+
+// Store is the shared SQL implementation of store.Store.
+type Store struct {
+	db *sql.DB
+	d  Dialect
+}
+
+// New wraps an open database after applying the migrations in fsys (files
+// named NNNN_description.sql, applied in order, each once).
+func New(ctx context.Context, db *sql.DB, d Dialect, fsys embed.FS) (*Store, error) {
+	s := &Store{db: db, d: d}
+	if err := s.migrate(ctx, fsys); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// DB exposes the database handle, for tests and operators' tooling.
+func (s *Store) DB() *sql.DB { return s.db }
+
+// q rewrites ? placeholders into the dialect's form.
+func (s *Store) q(query string) string {
+	if s.d.Placeholder == nil {
+		return query
+	}
+	var b strings.Builder
+	n := 0
+	for _, r := range query {
+		if r == '?' {
+			n++
+			b.WriteString(s.d.Placeholder(n))
+			continue
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// now substitutes the database clock for the upper-case word NOW in a query
+// (column names here are lower case, so nothing else is matched).
+func (s *Store) now(query string) string { return strings.ReplaceAll(query, "NOW", "("+s.d.Now+")") }
+
+func (s *Store) sql(query string) string { return s.q(s.now(query)) }
+
+// Ping checks that the database answers.
+func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+
+// Close releases the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+func (s *Store) migrate(ctx context.Context, fsys embed.FS) error {
+	names, err := fs.Glob(fsys, "migrations/*.sql")
+	if err != nil {
+		return err
+	}
+	sort.Strings(names)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("%s: begin migrations: %w", s.d.Name, err)
+	}
+	defer tx.Rollback()
+	if s.d.MigrationLock != "" {
+		if _, err := tx.ExecContext(ctx, s.d.MigrationLock); err != nil {
+			return fmt.Errorf("%s: lock migrations: %w", s.d.Name, err)
+		}
+	}
+	if _, err := tx.ExecContext(ctx, `CREATE TABLE IF NOT EXISTS schema_migrations (version BIGINT PRIMARY KEY, name TEXT NOT NULL, applied_ms BIGINT NOT NULL)`); err != nil {
+		return fmt.Errorf("%s: create schema_migrations: %w", s.d.Name, err)
+	}
+	var current int64
+	if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&current); err != nil {
+		return fmt.Errorf("%s: read schema version: %w", s.d.Name, err)
+	}
+	for _, name := range names {
+		base := strings.TrimPrefix(name, "migrations/")
+		version, err := strconv.ParseInt(strings.SplitN(base, "_", 2)[0], 10, 64)
+		if err != nil {
+			return fmt.Errorf("%s: migration %s: the name must start with a version number", s.d.Name, base)
+		}
+		if version <= current {
+			continue
+		}
+		body, err := fsys.ReadFile(name)
+		if err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, string(body)); err != nil {
+			return fmt.Errorf("%s: migration %s: %w", s.d.Name, base, err)
+		}
+		if _, err := tx.ExecContext(ctx, s.sql(`INSERT INTO schema_migrations (version, name, applied_ms) VALUES (?, ?, NOW)`), version, base); err != nil {
+			return fmt.Errorf("%s: record migration %s: %w", s.d.Name, base, err)
+		}
+	}
+	return tx.Commit()
+}
+
+// SchemaVersion returns the highest applied migration.
+func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
+	var v int64
+	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	return v, err
+}
+
+// inTx runs fn in a transaction, committing when it returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(*sql.Tx) error) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("%s: begin: %w", s.d.Name, err)
+	}
+	if err := fn(tx); err != nil {
+		tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("%s: commit: %w", s.d.Name, err)
+	}
+	return nil
+}
+
+func msTime(ms int64) time.Time { return time.UnixMilli(ms).UTC() }
+
+func nullMsTime(ms sql.NullInt64) *time.Time {
+	if !ms.Valid {
+		return nil
+	}
+	t := msTime(ms.Int64)
+	return &t
+}
+
+func (s *Store) wrap(op string, err error) error {
+	if err == nil || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return err
+	}
+	return fmt.Errorf("%s: %s: %w", s.d.Name, op, err)
+}

@@ -1,0 +1,188 @@
+// Package store is the lane server's registry: identities and their API
+// keys, enrollment tokens, devices, the per-device generation counter and
+// connection lease, and the audit trail. Store is the one interface; the
+// backends live in their own packages (sqlite, the embedded default, and
+// postgres, for scale-out), share one implementation of the rules
+// (sqlstore), and pass one conformance suite (storetest).
+//
+// Secrets are never stored: API keys and enrollment tokens are kept as
+// SHA-256 digests of high-entropy random values, and audit rows carry
+// reason codes, never a token or a key. Every expiry is computed and
+// compared by the database clock.
+package store
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Store is the lane's registry. All methods are safe for concurrent use.
+type Store interface {
+	// CreateIdentity adds an identity (a user of the lane).
+	CreateIdentity(ctx context.Context, name string) (Identity, error)
+	// CreateAPIKey stores the digest of a new API key for an identity.
+	CreateAPIKey(ctx context.Context, identityID string, digest Digest) error
+	// IdentityByAPIKey finds the identity owning a key; ErrNotFound if none.
+	IdentityByAPIKey(ctx context.Context, digest Digest) (Identity, error)
+
+	// CreateEnrollToken stores the digest of a new one-shot enrollment token
+	// issued to identityID, expiring ttl after the database's now.
+	CreateEnrollToken(ctx context.Context, identityID string, digest Digest, ttl time.Duration) (EnrollToken, error)
+	// RegisterDevice consumes a token for a public key and creates the
+	// device, in one transaction (§1.1). A replay with the same token and
+	// the same key returns the same device and creates nothing. Refusals are
+	// an *EnrollRefusedError whose reason is for the audit trail only.
+	RegisterDevice(ctx context.Context, r Registration) (Device, error)
+
+	// Device returns a device by id; ErrNotFound if none.
+	Device(ctx context.Context, id string) (Device, error)
+	// ListDevices returns an identity's devices, oldest first.
+	ListDevices(ctx context.Context, ownerID string) ([]Device, error)
+	// RevokeDevice revokes an owner's device; revocation is terminal and a
+	// second revoke is a no-op. ErrNotFound if the owner has no such device.
+	// It also drops the device's lease.
+	RevokeDevice(ctx context.Context, ownerID, deviceID string) (Device, error)
+
+	// AcquireLease takes a device's connection lease for a holder (one
+	// connection) and bumps the device's generation, unless a live lease is
+	// held by another holder: then ErrLeaseHeld. A lease is live until its
+	// expiry by the database clock; takeover names a holder the caller has
+	// judged stale, whose lease may be taken even while unexpired.
+	AcquireLease(ctx context.Context, req LeaseRequest) (Lease, error)
+	// RenewLease extends a holder's lease by ttl from the database's now;
+	// ErrLeaseLost if the holder no longer holds it.
+	RenewLease(ctx context.Context, deviceID, holder string, ttl time.Duration) (Lease, error)
+	// ReleaseLease drops a holder's lease; a no-op if it holds none.
+	ReleaseLease(ctx context.Context, deviceID, holder string) error
+
+	// Audit appends an audit row; At is set by the database.
+	Audit(ctx context.Context, e AuditEvent) error
+	// AuditEvents returns audit rows, oldest first, matching the filter.
+	AuditEvents(ctx context.Context, f AuditFilter) ([]AuditEvent, error)
+
+	// Ping checks that the database answers.
+	Ping(ctx context.Context) error
+	// Close releases the database.
+	Close() error
+}
+
+// Digest is the SHA-256 of a secret (API key or enrollment token).
+type Digest [sha256.Size]byte
+
+// DigestOf returns the SHA-256 of a secret.
+func DigestOf(secret string) Digest { return sha256.Sum256([]byte(secret)) }
+
+// Identity is a user of the lane.
+type Identity struct {
+	ID        string // idn_<ULID>
+	Name      string
+	CreatedAt time.Time
+}
+
+// EnrollToken is the stored side of an enrollment token: never its text.
+type EnrollToken struct {
+	IdentityID string
+	ExpiresAt  time.Time
+	TTL        time.Duration
+}
+
+// Registration is one POST /v1/devices/enroll.
+type Registration struct {
+	TokenDigest   Digest
+	IdentityID    string // the caller
+	PublicKey     []byte // raw 32-byte Ed25519 public key
+	PlatformOS    string
+	PlatformArch  string
+	DisplayName   string
+	WorkspaceRoot string
+}
+
+// Device is an enrolled device.
+type Device struct {
+	ID            string // dev_<ULID>
+	OwnerID       string
+	PublicKey     []byte
+	PlatformOS    string
+	PlatformArch  string
+	DisplayName   string
+	WorkspaceRoot string
+	CreatedAt     time.Time
+	RevokedAt     *time.Time // nil while not revoked; revocation is terminal
+	Generation    uint64     // the last generation handed out; 0 before any
+}
+
+// Revoked reports whether the device is revoked.
+func (d Device) Revoked() bool { return d.RevokedAt != nil }
+
+// LeaseRequest asks for a device's connection lease.
+type LeaseRequest struct {
+	DeviceID string
+	Holder   string // the connection taking the lease
+	Epoch    string // the executor process epoch of that connection
+	TTL      time.Duration
+	// Takeover, when not "", is a holder the caller judged stale: its lease
+	// may be taken even while unexpired.
+	Takeover string
+}
+
+// Lease is a held connection lease.
+type Lease struct {
+	DeviceID  string
+	Holder    string
+	Epoch     string
+	Gen       uint64 // the generation of this connection
+	ExpiresAt time.Time
+	// Previous is the holder whose lease this one replaced ("" if the lease
+	// was free or expired), and PreviousEpoch its epoch.
+	Previous      string
+	PreviousEpoch string
+}
+
+// AuditEvent is one row of the audit trail. It never holds a token, a key
+// or content: only who, what, and a reason code.
+type AuditEvent struct {
+	ID         int64
+	At         time.Time
+	IdentityID string // "" when none
+	DeviceID   string // "" when none
+	Event      string // e.g. "device.enroll_refused"
+	Reason     string // a reason code, e.g. "token_reuse"; "" when none
+}
+
+// AuditFilter selects audit rows; zero fields match everything.
+type AuditFilter struct {
+	IdentityID string
+	DeviceID   string
+	Event      string
+	Limit      int // 0 means 1000
+}
+
+// Errors.
+var (
+	ErrNotFound  = errors.New("store: not found")
+	ErrLeaseHeld = errors.New("store: the connection lease is held by another connection")
+	ErrLeaseLost = errors.New("store: the connection lease is no longer held")
+	ErrRevoked   = errors.New("store: the device is revoked")
+)
+
+// EnrollRefusal is why a registration was refused. On the wire all four are
+// one byte-identical 403 (§1.1, anti-enumeration); only the audit trail
+// tells them apart.
+type EnrollRefusal string
+
+const (
+	RefusedUnknownToken  EnrollRefusal = "token_unknown"
+	RefusedExpired       EnrollRefusal = "token_expired"
+	RefusedWrongIdentity EnrollRefusal = "token_wrong_identity"
+	RefusedTokenReuse    EnrollRefusal = "token_reuse" // same token, another key
+)
+
+// EnrollRefusedError is a refused registration.
+type EnrollRefusedError struct{ Reason EnrollRefusal }
+
+func (e *EnrollRefusedError) Error() string {
+	return fmt.Sprintf("store: enrollment refused (%s)", e.Reason)
+}
