@@ -35,7 +35,8 @@ type Store interface {
 	// device, in one transaction (§1.1). A replay with the same token and
 	// the same key returns the same device and creates nothing. Refusals are
 	// an *EnrollRefusedError whose reason is for the audit trail only.
-	RegisterDevice(ctx context.Context, r Registration) (Device, error)
+	// created is false for a replay.
+	RegisterDevice(ctx context.Context, r Registration) (dev Device, created bool, err error)
 
 	// Device returns a device by id; ErrNotFound if none.
 	Device(ctx context.Context, id string) (Device, error)

@@ -56,8 +56,9 @@ func (s *Store) CreateEnrollToken(ctx context.Context, identityID string, digest
 
 // RegisterDevice consumes a token for a key and creates the device (§1.1),
 // or returns the device a replay with the same key created.
-func (s *Store) RegisterDevice(ctx context.Context, r store.Registration) (store.Device, error) {
+func (s *Store) RegisterDevice(ctx context.Context, r store.Registration) (store.Device, bool, error) {
 	var dev store.Device
+	created := false
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var (
 			owner             string
@@ -92,10 +93,11 @@ func (s *Store) RegisterDevice(ctx context.Context, r store.Registration) (store
 		if _, err := tx.ExecContext(ctx, s.sql(`UPDATE enroll_tokens SET consumed_pubkey = ?, device_id = ? WHERE digest = ?`), r.PublicKey, id, r.TokenDigest[:]); err != nil {
 			return s.wrap("consume enroll token", err)
 		}
+		created = true
 		dev, err = s.device(ctx, tx, id)
 		return err
 	})
-	return dev, err
+	return dev, created, err
 }
 
 const deviceColumns = `id, owner_id, pubkey, platform_os, platform_arch, display_name, workspace_root, created_ms, revoked_ms, generation`

@@ -11,6 +11,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -89,7 +90,7 @@ func registration(token store.Digest, identityID string, key []byte) store.Regis
 
 func register(t *testing.T, s Backend, identityID string) store.Device {
 	t.Helper()
-	d, err := s.RegisterDevice(ctx(t), registration(newToken(t, s, identityID, time.Minute), identityID, newKey(t)))
+	d, _, err := s.RegisterDevice(ctx(t), registration(newToken(t, s, identityID, time.Minute), identityID, newKey(t)))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +131,7 @@ func testSecretsAreNeverStoredInPlaintext(t *testing.T, s Backend) {
 	if _, err := s.CreateEnrollToken(ctx(t), alice.ID, store.DigestOf(token), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.RegisterDevice(ctx(t), registration(store.DigestOf(token), alice.ID, newKey(t))); err != nil {
+	if _, _, err := s.RegisterDevice(ctx(t), registration(store.DigestOf(token), alice.ID, newKey(t))); err != nil {
 		t.Fatal(err)
 	}
 	s.Audit(ctx(t), store.AuditEvent{IdentityID: alice.ID, Event: "test"})
@@ -182,7 +183,7 @@ func testEnrollTokenExpiry(t *testing.T, s Backend) {
 	}
 	// A zero lifetime is expired at once by the database's own comparison.
 	expired := newToken(t, s, alice.ID, 0)
-	_, err = s.RegisterDevice(ctx(t), registration(expired, alice.ID, newKey(t)))
+	_, _, err = s.RegisterDevice(ctx(t), registration(expired, alice.ID, newKey(t)))
 	if refusal(err) != store.RefusedExpired {
 		t.Fatalf("registering with an expired token: err = %v, want %s", err, store.RefusedExpired)
 	}
@@ -192,9 +193,9 @@ func testRegisterFirst(t *testing.T, s Backend) {
 	alice := newIdentity(t, s, "alice")
 	key := newKey(t)
 	r := registration(newToken(t, s, alice.ID, time.Minute), alice.ID, key)
-	d, err := s.RegisterDevice(ctx(t), r)
-	if err != nil {
-		t.Fatal(err)
+	d, created, err := s.RegisterDevice(ctx(t), r)
+	if err != nil || !created {
+		t.Fatalf("first registration: created %v, %v", created, err)
 	}
 	if len(d.ID) != 30 || d.ID[:4] != "dev_" {
 		t.Errorf("device id %q is not dev_<26-char ULID>", d.ID)
@@ -217,13 +218,13 @@ func testRegisterFirst(t *testing.T, s Backend) {
 func testRegisterReplay(t *testing.T, s Backend) {
 	alice := newIdentity(t, s, "alice")
 	r := registration(newToken(t, s, alice.ID, time.Minute), alice.ID, newKey(t))
-	first, err := s.RegisterDevice(ctx(t), r)
+	first, _, err := s.RegisterDevice(ctx(t), r)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := s.RegisterDevice(ctx(t), r)
-	if err != nil || again.ID != first.ID {
-		t.Fatalf("replay = %+v, %v; want device %s", again, err, first.ID)
+	again, created, err := s.RegisterDevice(ctx(t), r)
+	if err != nil || again.ID != first.ID || created {
+		t.Fatalf("replay = %+v, created %v, %v; want device %s, not created", again, created, err, first.ID)
 	}
 	devices, err := s.ListDevices(ctx(t), alice.ID)
 	if err != nil || len(devices) != 1 {
@@ -236,7 +237,7 @@ func testRegisterRefusals(t *testing.T, s Backend) {
 	alice := newIdentity(t, s, "alice")
 	bob := newIdentity(t, s, "bob")
 	used := newToken(t, s, alice.ID, time.Minute)
-	if _, err := s.RegisterDevice(ctx(t), registration(used, alice.ID, newKey(t))); err != nil {
+	if _, _, err := s.RegisterDevice(ctx(t), registration(used, alice.ID, newKey(t))); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
@@ -250,7 +251,7 @@ func testRegisterRefusals(t *testing.T, s Backend) {
 		{"token used with another key", registration(used, alice.ID, newKey(t)), store.RefusedTokenReuse},
 	}
 	for _, tt := range tests {
-		d, err := s.RegisterDevice(ctx(t), tt.r)
+		d, _, err := s.RegisterDevice(ctx(t), tt.r)
 		if got := refusal(err); got != tt.want {
 			t.Errorf("%s: err = %v, want refusal %s", tt.name, err, tt.want)
 		}
@@ -275,7 +276,7 @@ func testConcurrentDifferentKeys(t *testing.T, s Backend) {
 	wins, reuses := 0, 0
 	for range n {
 		wg.Go(func() {
-			_, err := s.RegisterDevice(context.Background(), registration(token, alice.ID, newKey(t)))
+			_, _, err := s.RegisterDevice(context.Background(), registration(token, alice.ID, newKey(t)))
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -302,17 +303,21 @@ func testConcurrentSameKey(t *testing.T, s Backend) {
 	r := registration(newToken(t, s, alice.ID, time.Minute), alice.ID, newKey(t))
 	const n = 8
 	ids := make([]string, n)
+	created := make([]bool, n)
 	var wg sync.WaitGroup
 	for i := range n {
 		wg.Go(func() {
-			d, err := s.RegisterDevice(context.Background(), r)
+			d, c, err := s.RegisterDevice(context.Background(), r)
 			if err != nil {
 				t.Errorf("concurrent replay: %v", err)
 			}
-			ids[i] = d.ID
+			ids[i], created[i] = d.ID, c
 		})
 	}
 	wg.Wait()
+	if n := slices.Index(created, true); n < 0 || slices.Index(created[n+1:], true) >= 0 {
+		t.Fatalf("created flags %v, want exactly one creation", created)
+	}
 	for _, id := range ids {
 		if id != ids[0] {
 			t.Fatalf("concurrent replays returned different devices: %q", ids)

@@ -1,0 +1,76 @@
+package lane
+
+import (
+	"errors"
+	"net/http"
+	"time"
+
+	"github.com/sema-agent/sema/lane/store"
+)
+
+// deviceBody is one device as the user plane shows it.
+type deviceBody struct {
+	DeviceID      string `json:"deviceId"`
+	DisplayName   string `json:"displayName,omitempty"`
+	PlatformOS    string `json:"platformOs"`
+	PlatformArch  string `json:"platformArch,omitempty"`
+	WorkspaceRoot string `json:"workspaceRoot"`
+	CreatedAt     string `json:"createdAt"`
+	Revoked       bool   `json:"revoked"`
+	RevokedAt     string `json:"revokedAt,omitempty"`
+}
+
+func deviceView(d store.Device) deviceBody {
+	b := deviceBody{
+		DeviceID: d.ID, DisplayName: d.DisplayName, PlatformOS: d.PlatformOS, PlatformArch: d.PlatformArch,
+		WorkspaceRoot: d.WorkspaceRoot, CreatedAt: wireTime(d.CreatedAt), Revoked: d.Revoked(),
+	}
+	if d.RevokedAt != nil {
+		b.RevokedAt = wireTime(*d.RevokedAt)
+	}
+	return b
+}
+
+// wireTime is an RFC 3339 UTC time with milliseconds, as JavaScript's
+// toISOString writes it.
+func wireTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// listDevices is GET /v1/devices: the caller's own devices.
+func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) {
+	devices, err := s.store.ListDevices(r.Context(), callerOf(r.Context()).ID)
+	if err != nil {
+		s.unavailable(w, r, "list devices", err)
+		return
+	}
+	out := make([]deviceBody, 0, len(devices))
+	for _, d := range devices {
+		out = append(out, deviceView(d))
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"devices": out})
+}
+
+// revokeDevice is POST /v1/devices/{id}/revoke: terminal, audited, and only
+// for the caller's own device (another's is indistinguishable from none).
+func (s *Server) revokeDevice(w http.ResponseWriter, r *http.Request) {
+	body, aerr := readBody(r)
+	if aerr == nil {
+		_, aerr = parseClosedBody(body, nil, true)
+	}
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	caller := callerOf(r.Context())
+	id := r.PathValue("id")
+	d, err := s.store.RevokeDevice(r.Context(), caller.ID, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, errorf(http.StatusNotFound, codeDeviceNotFound, "you have no device %q", clip(id)))
+		return
+	case err != nil:
+		s.unavailable(w, r, "revoke device", err)
+		return
+	}
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: d.ID, Event: eventRevoked})
+	writeJSON(w, http.StatusOK, deviceView(d))
+}

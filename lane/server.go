@@ -1,0 +1,148 @@
+// Package lane is the server side of the sema device lane: the management
+// plane (capabilities, enrollment, the user's devices) over HTTP, and the
+// WebSocket lane executors connect to. It is embeddable: a Go platform
+// mounts Server.Handler on its own mux; `sema server` runs it standalone.
+package lane
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/sema-agent/sema/lane/store"
+	"github.com/sema-agent/sema/protocol"
+)
+
+// Server is one lane replica.
+type Server struct {
+	cfg     Config
+	store   store.Store
+	limiter rateLimiter
+	log     *slog.Logger
+	mux     *http.ServeMux
+}
+
+// New builds a Server from cfg.
+func New(cfg Config) (*Server, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Server{
+		cfg:     cfg,
+		store:   cfg.Store,
+		limiter: newFixedWindow(cfg.Now, enrollRateLimit, enrollRateWindow),
+		log:     cfg.Logger,
+		mux:     http.NewServeMux(),
+	}
+	s.mux.HandleFunc("GET /v1/capabilities", s.capabilities)
+	s.mux.HandleFunc("POST /v1/devices/enroll-tokens", s.laneOnly(s.authenticated(s.issueEnrollToken)))
+	s.mux.HandleFunc("POST /v1/devices/enroll", s.laneOnly(s.authenticated(s.enroll)))
+	s.mux.HandleFunc("GET /v1/devices", s.laneOnly(s.authenticated(s.listDevices)))
+	s.mux.HandleFunc("POST /v1/devices/{id}/revoke", s.laneOnly(s.authenticated(s.revokeDevice)))
+	return s, nil
+}
+
+// Handler serves the lane's HTTP endpoints.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// capabilitiesBody is GET /v1/capabilities's deviceExecutor object.
+type capabilitiesBody struct {
+	Enabled              bool            `json:"enabled"`
+	ProtocolVersion      int             `json:"protocolVersion"`
+	MaxInflightPerDevice int             `json:"maxInflightPerDevice"`
+	WSPath               string          `json:"wsPath"`
+	Management           managementPaths `json:"management"`
+}
+
+// managementPaths tells clients where the management verbs are.
+type managementPaths struct {
+	EnrollTokens string `json:"enrollTokens"`
+	Enroll       string `json:"enroll"`
+	Devices      string `json:"devices"`
+}
+
+func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Disabled {
+		writeJSON(w, http.StatusOK, map[string]any{"deviceExecutor": false})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"deviceExecutor": capabilitiesBody{
+		Enabled:              true,
+		ProtocolVersion:      protocol.ProtocolVersion,
+		MaxInflightPerDevice: s.cfg.MaxInflight,
+		WSPath:               s.cfg.WSPath,
+		Management: managementPaths{
+			EnrollTokens: "/v1/devices/enroll-tokens",
+			Enroll:       "/v1/devices/enroll",
+			Devices:      "/v1/devices",
+		},
+	}})
+}
+
+// laneOnly answers 501 when this deployment does not run the device lane.
+func (s *Server) laneOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.Disabled {
+			writeError(w, errorf(http.StatusNotImplemented, codeLaneRequired, "this deployment does not run the device lane"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+type identityKey struct{}
+
+// callerOf returns the identity authenticated() put in the context.
+func callerOf(ctx context.Context) store.Identity {
+	idn, _ := ctx.Value(identityKey{}).(store.Identity)
+	return idn
+}
+
+// authenticated resolves "Authorization: Bearer <api key>" to an identity,
+// or answers 403 auth.forbidden. The key is looked up by its digest only.
+func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, ok := bearer(r)
+		if !ok {
+			writeError(w, errorf(http.StatusForbidden, codeForbidden, "a verified identity is required: send Authorization: Bearer <api key>"))
+			return
+		}
+		idn, err := s.store.IdentityByAPIKey(r.Context(), store.DigestOf(key))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			writeError(w, errorf(http.StatusForbidden, codeForbidden, "the API key is not valid"))
+			return
+		case err != nil:
+			s.unavailable(w, r, "authenticate", err)
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, idn)))
+	}
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, key, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" || strings.ContainsAny(key, " \t") {
+		return "", false
+	}
+	return key, true
+}
+
+// unavailable answers 503 for a registry failure; the log names the
+// operation and the error, never a secret.
+func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, op string, err error) {
+	s.log.Error("registry unavailable", "op", op, "path", r.URL.Path, "err", err)
+	writeError(w, errorf(http.StatusServiceUnavailable, codeUnavailable, "the device registry is unavailable; try again later"))
+}
+
+// audit writes an audit row; a failure is logged, and does not change the
+// answer already decided.
+func (s *Server) audit(ctx context.Context, e store.AuditEvent) {
+	if err := s.store.Audit(context.WithoutCancel(ctx), e); err != nil {
+		s.log.Error("audit write failed", "event", e.Event, "reason", e.Reason, "err", err)
+	}
+}
