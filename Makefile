@@ -16,12 +16,15 @@ vet:
 race:
 	./scripts/with-postgres $(GO) test -race -count=1 ./...
 
-# Each fuzz target for FUZZTIME (default 60s): make fuzz FUZZTIME=10s
+# Every fuzz target of every package, each for FUZZTIME (default 60s):
+# make fuzz FUZZTIME=10s
 FUZZTIME ?= 60s
 fuzz:
-	@for t in $$($(GO) test -list '^Fuzz' ./protocol | grep '^Fuzz'); do \
-		echo "== $$t"; $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) ./protocol || exit 1; \
+	@for p in $$($(GO) list ./...); do \
+		for t in $$($(GO) test -list '^Fuzz' $$p | grep '^Fuzz'); do \
+			echo "== $$p $$t"; $(GO) test -run '^$$' -fuzz "^$$t\$$" -fuzztime $(FUZZTIME) $$p || exit 1; \
+		done; \
 	done
 
 bench:
-	$(GO) test -run '^$$' -bench . -benchmem ./protocol
+	./scripts/with-postgres $(GO) test -run '^$$' -bench . -benchmem ./protocol ./lane/... ./nexting/...
