@@ -1,0 +1,843 @@
+//go:build linux
+
+package ops
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/sema-agent/sema/protocol"
+)
+
+// testSink records an exec stream and checks the Sink contract as it goes:
+// one call at a time, no empty or oversized chunk, only stdout and stderr,
+// nothing after the exit chunk.
+type testSink struct {
+	t      testing.TB
+	keep   bool                                          // keep the bytes (else only count and hash them)
+	onData func(kind protocol.ChunkKind, p []byte) error // optional hook, called after recording
+
+	inCall atomic.Bool
+	mu     sync.Mutex
+	out    map[protocol.ChunkKind]*bytes.Buffer
+	hash   map[protocol.ChunkKind]hash.Hash
+	n      map[protocol.ChunkKind]int64 // bytes per stream
+	chunks map[protocol.ChunkKind]int   // chunks per stream
+	exits  []int
+}
+
+func newTestSink(t testing.TB) *testSink {
+	s := &testSink{
+		t:      t,
+		keep:   true,
+		out:    map[protocol.ChunkKind]*bytes.Buffer{protocol.ChunkStdout: {}, protocol.ChunkStderr: {}},
+		hash:   map[protocol.ChunkKind]hash.Hash{},
+		n:      map[protocol.ChunkKind]int64{},
+		chunks: map[protocol.ChunkKind]int{},
+	}
+	for _, k := range []protocol.ChunkKind{protocol.ChunkStdout, protocol.ChunkStderr} {
+		s.hash[k] = sha256.New()
+	}
+	return s
+}
+
+func (s *testSink) enter() func() {
+	if !s.inCall.CompareAndSwap(false, true) {
+		s.t.Errorf("sink called concurrently")
+	}
+	return func() { s.inCall.Store(false) }
+}
+
+func (s *testSink) Data(kind protocol.ChunkKind, p []byte) error {
+	defer s.enter()()
+	s.mu.Lock()
+	switch {
+	case kind != protocol.ChunkStdout && kind != protocol.ChunkStderr:
+		s.t.Errorf("chunk of kind %q from exec", kind)
+	case len(p) == 0:
+		s.t.Errorf("empty %s chunk", kind)
+	case len(p) > MaxChunkBytes:
+		s.t.Errorf("%s chunk of %d bytes, more than MaxChunkBytes", kind, len(p))
+	case len(s.exits) > 0:
+		s.t.Errorf("%s chunk after the exit chunk", kind)
+	}
+	s.n[kind] += int64(len(p))
+	s.chunks[kind]++
+	if h := s.hash[kind]; h != nil {
+		h.Write(p)
+	}
+	if s.keep {
+		s.out[kind].Write(p)
+	}
+	hook := s.onData
+	s.mu.Unlock()
+	if hook != nil {
+		return hook(kind, p)
+	}
+	return nil
+}
+
+func (s *testSink) Exit(code int) error {
+	defer s.enter()()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.exits = append(s.exits, code)
+	return nil
+}
+
+func (s *testSink) stdout() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out[protocol.ChunkStdout].String()
+}
+func (s *testSink) stderr() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.out[protocol.ChunkStderr].String()
+}
+
+func (s *testSink) sum(kind protocol.ChunkKind) []byte {
+	return s.hash[kind].Sum(nil)
+}
+
+// checkStream checks the §4 rule against the outcome: exactly one exit
+// chunk, last, with the outcome's code, for an exec outcome; none otherwise.
+func (s *testSink) checkStream(out protocol.Outcome) {
+	s.t.Helper()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	eo, ok := out.(protocol.ExecOutcome)
+	switch {
+	case ok && len(s.exits) != 1:
+		s.t.Errorf("exec outcome with %d exit chunks, want exactly 1", len(s.exits))
+	case ok && s.exits[0] != eo.ExitCode:
+		s.t.Errorf("exit chunk %d, outcome exitCode %d", s.exits[0], eo.ExitCode)
+	case !ok && len(s.exits) != 0:
+		s.t.Errorf("outcome %#v came with %d exit chunks, want none", out, len(s.exits))
+	}
+}
+
+func testEnv(t testing.TB) *Env {
+	return &Env{WorkspaceRoot: t.TempDir()}
+}
+
+func cmdReq(command string) Request {
+	return Request{InstructionID: "01J0000000000000000000TEST", Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: command}}
+}
+
+// run runs one exec with a fresh sink and checks the stream and that no
+// goroutine of Exec outlives it.
+func run(t *testing.T, ctx context.Context, env *Env, req Request, sink *testSink) protocol.Outcome {
+	t.Helper()
+	if sink == nil {
+		sink = newTestSink(t)
+	}
+	before := runtime.NumGoroutine()
+	out := Exec(ctx, env, req, sink)
+	sink.checkStream(out)
+	checkGoroutines(t, before)
+	return out
+}
+
+// checkGoroutines fails if more goroutines run than before. Exec waits for
+// its goroutines, but one that has signalled its end may not have returned
+// yet, so this polls briefly.
+func checkGoroutines(t *testing.T, before int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for runtime.NumGoroutine() > before {
+		if time.Now().After(deadline) {
+			buf := make([]byte, 1<<16)
+			t.Errorf("%d goroutines after Exec, %d before:\n%s", runtime.NumGoroutine(), before, buf[:runtime.Stack(buf, true)])
+			return
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func wantExec(t *testing.T, out protocol.Outcome, code int) protocol.ExecOutcome {
+	t.Helper()
+	eo, ok := out.(protocol.ExecOutcome)
+	if !ok {
+		t.Fatalf("outcome %#v, want an exec outcome with exit code %d", out, code)
+	}
+	if eo.ExitCode != code {
+		t.Fatalf("exit code %d, want %d", eo.ExitCode, code)
+	}
+	return eo
+}
+
+func wantFailure(t *testing.T, out protocol.Outcome, code protocol.ErrorCode, msgHas ...string) protocol.Failure {
+	t.Helper()
+	f, ok := out.(protocol.Failure)
+	if !ok || f.ErrorCode != code {
+		t.Fatalf("outcome %#v, want failure %s", out, code)
+	}
+	for _, s := range msgHas {
+		if !strings.Contains(f.Message, s) {
+			t.Errorf("message %q does not mention %q", f.Message, s)
+		}
+	}
+	if _, err := f.MarshalJSON(); err != nil {
+		t.Errorf("failure does not marshal: %v", err)
+	}
+	return f
+}
+
+func TestExecEcho(t *testing.T) {
+	s := newTestSink(t)
+	out := run(t, context.Background(), testEnv(t), cmdReq("echo to-stdout; echo to-stderr >&2"), s)
+	eo := wantExec(t, out, 0)
+	if eo.Truncated != nil {
+		t.Errorf("truncated %+v, want nil", eo.Truncated)
+	}
+	if got := s.stdout(); got != "to-stdout\n" {
+		t.Errorf("stdout %q", got)
+	}
+	if got := s.stderr(); got != "to-stderr\n" {
+		t.Errorf("stderr %q", got)
+	}
+}
+
+func TestExecStreamKind(t *testing.T) {
+	req := cmdReq("printf streamed")
+	req.Kind = protocol.KindExecStream
+	s := newTestSink(t)
+	wantExec(t, run(t, context.Background(), testEnv(t), req, s), 0)
+	if s.stdout() != "streamed" {
+		t.Errorf("stdout %q", s.stdout())
+	}
+}
+
+func TestExecNoOutput(t *testing.T) {
+	s := newTestSink(t)
+	wantExec(t, run(t, context.Background(), testEnv(t), cmdReq("true"), s), 0)
+	if s.chunks[protocol.ChunkStdout]+s.chunks[protocol.ChunkStderr] != 0 {
+		t.Errorf("chunks for a silent command: %v", s.chunks)
+	}
+}
+
+func TestExecExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		command string
+		code    int
+	}{
+		{"exit 0", 0},
+		{"exit 1", 1},
+		{"exit 42", 42},
+		{"false", 1},
+		{"kill -9 $$", 128 + 9},
+		{"kill -TERM $$", 128 + 15},
+		{"no-such-command-sema-test 2>/dev/null", 127},
+	} {
+		t.Run(tc.command, func(t *testing.T) {
+			wantExec(t, run(t, context.Background(), testEnv(t), cmdReq(tc.command), nil), tc.code)
+		})
+	}
+}
+
+func TestExecShellEnv(t *testing.T) {
+	t.Setenv("SEMA_EXEC_BASE", "base")
+	t.Setenv("SEMA_EXEC_OVER", "old")
+	os.Unsetenv("SEMA_EXEC_ADDED")
+	req := cmdReq(`printf '%s|%s|%s|' "$SEMA_EXEC_BASE" "$SEMA_EXEC_OVER" "$SEMA_EXEC_ADDED"; env | grep -c '^SEMA_EXEC_OVER='`)
+	req.ShellEnv = map[string]string{"SEMA_EXEC_OVER": "new", "SEMA_EXEC_ADDED": "added value"}
+	s := newTestSink(t)
+	wantExec(t, run(t, context.Background(), testEnv(t), req, s), 0)
+	if got, want := s.stdout(), "base|new|added value|1\n"; got != want {
+		t.Errorf("stdout %q, want %q", got, want)
+	}
+	if v, ok := os.LookupEnv("SEMA_EXEC_ADDED"); ok {
+		t.Errorf("shellEnv leaked into the executor: SEMA_EXEC_ADDED=%q", v)
+	}
+	if v := os.Getenv("SEMA_EXEC_OVER"); v != "old" {
+		t.Errorf("shellEnv changed the executor's SEMA_EXEC_OVER to %q", v)
+	}
+}
+
+func TestExecShellEnvInvalid(t *testing.T) {
+	for _, name := range []string{"", "A=B", "A\x00B"} {
+		req := cmdReq("true")
+		req.ShellEnv = map[string]string{name: "x"}
+		wantFailure(t, run(t, context.Background(), testEnv(t), req, nil), protocol.ErrInvalid, "shellEnv")
+	}
+	req := cmdReq("true")
+	req.ShellEnv = map[string]string{"OK": "a\x00b"}
+	wantFailure(t, run(t, context.Background(), testEnv(t), req, nil), protocol.ErrInvalid, "OK")
+}
+
+func TestExecCwd(t *testing.T) {
+	env := testEnv(t)
+	root, err := filepath.EvalSymlinks(env.WorkspaceRoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := newTestSink(t)
+	wantExec(t, run(t, context.Background(), env, cmdReq("pwd -P"), s), 0)
+	if got := strings.TrimSpace(s.stdout()); got != root {
+		t.Errorf("without cwd the command ran in %q, want the workspace root %q", got, root)
+	}
+
+	other := t.TempDir()
+	otherReal, _ := filepath.EvalSymlinks(other)
+	req := cmdReq("pwd -P")
+	req.Cwd = other
+	s = newTestSink(t)
+	wantExec(t, run(t, context.Background(), env, req, s), 0)
+	if got := strings.TrimSpace(s.stdout()); got != otherReal {
+		t.Errorf("with cwd %q the command ran in %q", other, got)
+	}
+}
+
+func TestExecCwdMissing(t *testing.T) {
+	env := testEnv(t)
+	marker := filepath.Join(env.WorkspaceRoot, "ran")
+	req := cmdReq("touch " + marker)
+	req.Cwd = filepath.Join(env.WorkspaceRoot, "no", "such", "dir")
+	wantFailure(t, run(t, context.Background(), env, req, nil), protocol.ErrNotFound, req.Cwd, "never started")
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the command ran although its cwd is missing")
+	}
+
+	file := filepath.Join(env.WorkspaceRoot, "file")
+	if err := os.WriteFile(file, nil, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	req.Cwd = file
+	wantFailure(t, run(t, context.Background(), env, req, nil), protocol.ErrNotDirectory, file)
+
+	noRoot := &Env{}
+	wantFailure(t, run(t, context.Background(), noRoot, cmdReq("true"), nil), protocol.ErrInvalid, "workspace root")
+}
+
+func TestExecShellUnavailable(t *testing.T) {
+	env := testEnv(t)
+	marker := filepath.Join(env.WorkspaceRoot, "ran")
+	env.Shell = filepath.Join(t.TempDir(), "missing-sh")
+	wantFailure(t, run(t, context.Background(), env, cmdReq("touch "+marker), nil),
+		protocol.ErrShellUnavailable, env.Shell, "never started")
+
+	notExec := filepath.Join(t.TempDir(), "not-executable")
+	if err := os.WriteFile(notExec, []byte("#!/bin/sh\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	env.Shell = notExec
+	wantFailure(t, run(t, context.Background(), env, cmdReq("touch "+marker), nil), protocol.ErrShellUnavailable, notExec)
+
+	env.Shell = "sema-no-such-shell-on-path"
+	wantFailure(t, run(t, context.Background(), env, cmdReq("true"), nil), protocol.ErrShellUnavailable, env.Shell)
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the command ran without a shell")
+	}
+}
+
+func TestExecShellByName(t *testing.T) {
+	env := testEnv(t)
+	env.Shell = "sh" // resolved on PATH
+	s := newTestSink(t)
+	wantExec(t, run(t, context.Background(), env, cmdReq("echo ok"), s), 0)
+	if s.stdout() != "ok\n" {
+		t.Errorf("stdout %q", s.stdout())
+	}
+}
+
+func TestExecBadRequest(t *testing.T) {
+	req := cmdReq("true")
+	req.Args = protocol.PathArgs{Path: "/"}
+	wantFailure(t, run(t, context.Background(), testEnv(t), req, nil), protocol.ErrInvalid)
+	req = cmdReq("echo a\x00b")
+	wantFailure(t, run(t, context.Background(), testEnv(t), req, nil), protocol.ErrInvalid, "NUL")
+}
+
+func TestExecStdinIsDevNull(t *testing.T) {
+	s := newTestSink(t)
+	// cat returns at once on /dev/null; on an inherited terminal or pipe it
+	// would wait.
+	wantExec(t, run(t, context.Background(), testEnv(t), cmdReq("cat; readlink /proc/$$/fd/0"), s), 0)
+	if got := s.stdout(); got != os.DevNull+"\n" {
+		t.Errorf("stdin is %q, want %s", got, os.DevNull)
+	}
+}
+
+func TestExecOwnProcessGroup(t *testing.T) {
+	s := newTestSink(t)
+	wantExec(t, run(t, context.Background(), testEnv(t), cmdReq("echo $$; ps -o pgid= -p $$ 2>/dev/null || cut -d' ' -f5 /proc/$$/stat"), s), 0)
+	f := strings.Fields(s.stdout())
+	if len(f) != 2 || f[0] != f[1] {
+		t.Errorf("pid and pgid %q: the shell is not the leader of its own group", f)
+	}
+	if f[1] == strconv.Itoa(syscall.Getpgrp()) {
+		t.Errorf("the shell is in the executor's process group")
+	}
+}
+
+// TestExecLargeOutput sends 100 MiB and checks it arrives complete; the sink
+// checks every chunk's size.
+func TestExecLargeOutput(t *testing.T) {
+	const size = 100 << 20
+	s := newTestSink(t)
+	s.keep = false
+	zero := make([]byte, MaxChunkBytes)
+	var nonZero atomic.Bool
+	s.onData = func(_ protocol.ChunkKind, p []byte) error {
+		if !bytes.Equal(p, zero[:len(p)]) {
+			nonZero.Store(true)
+		}
+		return nil
+	}
+	eo := wantExec(t, run(t, context.Background(), testEnv(t), cmdReq(fmt.Sprintf("head -c %d /dev/zero", size)), s), 0)
+	if eo.Truncated != nil {
+		t.Errorf("truncated %+v", eo.Truncated)
+	}
+	if s.n[protocol.ChunkStdout] != size {
+		t.Errorf("got %d bytes, want %d", s.n[protocol.ChunkStdout], size)
+	}
+	if nonZero.Load() {
+		t.Errorf("the stream from /dev/zero carried a non-zero byte")
+	}
+	if s.chunks[protocol.ChunkStdout] < size/MaxChunkBytes {
+		t.Errorf("%d chunks for %d bytes", s.chunks[protocol.ChunkStdout], size)
+	}
+}
+
+// TestExecOrder checks both streams, written at once, arrive complete and in
+// order, by digest.
+func TestExecOrder(t *testing.T) {
+	const n = 400000
+	var want bytes.Buffer
+	for i := 1; i <= n; i++ {
+		want.WriteString(strconv.Itoa(i))
+		want.WriteByte('\n')
+	}
+	wantSum := sha256.Sum256(want.Bytes())
+	s := newTestSink(t)
+	s.keep = false
+	wantExec(t, run(t, context.Background(), testEnv(t), cmdReq(fmt.Sprintf("seq 1 %d & seq 1 %d >&2; wait", n, n)), s), 0)
+	for _, k := range []protocol.ChunkKind{protocol.ChunkStdout, protocol.ChunkStderr} {
+		if s.n[k] != int64(want.Len()) || !bytes.Equal(s.sum(k), wantSum[:]) {
+			t.Errorf("%s: %d bytes with a different digest, want %d bytes of seq 1 %d", k, s.n[k], want.Len(), n)
+		}
+	}
+}
+
+// TestExecCoalesces: a thousand one-byte writes must not become a thousand
+// chunks.
+func TestExecCoalesces(t *testing.T) {
+	s := newTestSink(t)
+	wantExec(t, run(t, context.Background(), testEnv(t), cmdReq("i=0; while [ $i -lt 1000 ]; do printf x; i=$((i+1)); done"), s), 0)
+	if s.stdout() != strings.Repeat("x", 1000) {
+		t.Fatalf("stdout is %d bytes, want 1000 x", len(s.stdout()))
+	}
+	if c := s.chunks[protocol.ChunkStdout]; c >= 500 {
+		t.Errorf("1000 one-byte writes became %d chunks", c)
+	}
+}
+
+func TestExecOutputCap(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		command string
+		stdout  int64
+		stderr  int64
+		trunc   *protocol.Truncated
+	}{
+		{"stdout", "head -c 300000 /dev/zero; echo err >&2", 1000, 4, &protocol.Truncated{Stdout: true}},
+		{"stderr", "head -c 300000 /dev/zero >&2; echo out", 4, 1000, &protocol.Truncated{Stderr: true}},
+		{"both", "head -c 5000 /dev/zero; head -c 5000 /dev/zero >&2", 1000, 1000, &protocol.Truncated{Stdout: true, Stderr: true}},
+		{"exactly", "head -c 1000 /dev/zero; head -c 999 /dev/zero >&2", 1000, 999, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := testEnv(t)
+			env.OutputCap = 1000
+			s := newTestSink(t)
+			eo := wantExec(t, run(t, context.Background(), env, cmdReq(tc.command), s), 0)
+			if s.n[protocol.ChunkStdout] != tc.stdout || s.n[protocol.ChunkStderr] != tc.stderr {
+				t.Errorf("got %d/%d bytes, want %d/%d", s.n[protocol.ChunkStdout], s.n[protocol.ChunkStderr], tc.stdout, tc.stderr)
+			}
+			if (eo.Truncated == nil) != (tc.trunc == nil) || (eo.Truncated != nil && *eo.Truncated != *tc.trunc) {
+				t.Errorf("truncated %+v, want %+v", eo.Truncated, tc.trunc)
+			}
+		})
+	}
+}
+
+var pidsLine = regexp.MustCompile(`PIDS (\d+) (\d+)\n`)
+
+// procs are the shell's pid (= its pgid) and a descendant's.
+type procs struct{ pgid, pid int }
+
+// pids returns the procs the command printed as "PIDS $$ $!", and kills them
+// at cleanup should the test fail.
+func pids(t *testing.T, s *testSink) procs {
+	t.Helper()
+	m := pidsLine.FindStringSubmatch(s.stdout())
+	if m == nil {
+		t.Fatalf("the command did not print its pids; stdout %q", s.stdout())
+	}
+	var p procs
+	p.pgid, _ = strconv.Atoi(m[1])
+	p.pid, _ = strconv.Atoi(m[2])
+	t.Cleanup(func() {
+		if p.pid > 1 && procAlive(p.pid) {
+			syscall.Kill(p.pid, syscall.SIGKILL)
+		}
+		if p.pgid > 1 && len(liveGroupMembers(p.pgid)) > 0 {
+			syscall.Kill(-p.pgid, syscall.SIGKILL)
+		}
+	})
+	return p
+}
+
+// onPIDs makes the sink call f once the pids line has arrived.
+func onPIDs(s *testSink, f func()) {
+	var once sync.Once
+	s.onData = func(protocol.ChunkKind, []byte) error {
+		if pidsLine.MatchString(s.stdout()) {
+			once.Do(f)
+		}
+		return nil
+	}
+}
+
+// procAlive reports whether pid is a live process: present in /proc and
+// not a zombie (this machine's pid 1 may never reap orphans).
+func procAlive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+	return f[0] != "Z" && f[0] != "X"
+}
+
+// liveGroupMembers lists the live processes of the group pgid.
+func liveGroupMembers(pgid int) []int {
+	var live []int
+	names, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, name := range names {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			continue
+		}
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) > 2 && f[2] == strconv.Itoa(pgid) && f[0] != "Z" && f[0] != "X" {
+			pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(name)))
+			live = append(live, pid)
+		}
+	}
+	return live
+}
+
+func wantAllDead(t *testing.T, p procs) {
+	t.Helper()
+	pgid, pid := p.pgid, p.pid
+	if procAlive(pgid) {
+		t.Errorf("the shell %d is alive", pgid)
+	}
+	if procAlive(pid) {
+		t.Errorf("the descendant %d is alive", pid)
+	}
+	if live := liveGroupMembers(pgid); len(live) > 0 {
+		t.Errorf("process group %d still has live members %v", pgid, live)
+	}
+}
+
+// Commands that leave a grandchild: a background job the shell waits for,
+// and one in a subshell the shell does not know about.
+var grandchildCommands = map[string]string{
+	"wait":     "sleep 30 & echo PIDS $$ $!; wait",
+	"subshell": "(sleep 30 & echo PIDS $$ $!); sleep 30",
+}
+
+func TestExecCancelKillsGroup(t *testing.T) {
+	for name, command := range grandchildCommands {
+		t.Run(name, func(t *testing.T) {
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			s := newTestSink(t)
+			onPIDs(s, func() { cancel(ErrCancelled) })
+			out := run(t, ctx, testEnv(t), cmdReq(command), s)
+			if out != (protocol.CancelledOutcome{State: protocol.CancelKilled}) {
+				t.Fatalf("outcome %#v, want cancelled killed", out)
+			}
+			wantAllDead(t, pids(t, s))
+		})
+	}
+}
+
+func TestExecTimeoutKillsGroup(t *testing.T) {
+	for name, command := range grandchildCommands {
+		t.Run(name, func(t *testing.T) {
+			req := cmdReq(command)
+			req.Timeout = time.Second
+			s := newTestSink(t)
+			f := wantFailure(t, run(t, context.Background(), testEnv(t), req, s), protocol.ErrTimeout, "1s", "killed")
+			if strings.Contains(f.Message, "PIDS") || strings.Contains(f.Message, "sleep") {
+				t.Errorf("the message %q carries output or command text", f.Message)
+			}
+			wantAllDead(t, pids(t, s))
+		})
+	}
+}
+
+// TestExecTermIgnored: a group that ignores SIGTERM gets SIGKILL after the
+// grace.
+func TestExecTermIgnored(t *testing.T) {
+	env := testEnv(t)
+	env.KillGrace = 100 * time.Millisecond
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	s := newTestSink(t)
+	onPIDs(s, func() { cancel(ErrCancelled) })
+	out := run(t, ctx, env, cmdReq(`trap "" TERM; sleep 30 & echo PIDS $$ $!; wait; sleep 30`), s)
+	if out != (protocol.CancelledOutcome{State: protocol.CancelKilled}) {
+		t.Fatalf("outcome %#v, want cancelled killed", out)
+	}
+	wantAllDead(t, pids(t, s))
+}
+
+// TestExecBackgroundJobKilled: the shell exits 0 leaving a job that holds
+// stdout open; the exec answers the shell's exit and the job is killed.
+func TestExecBackgroundJobKilled(t *testing.T) {
+	s := newTestSink(t)
+	wantExec(t, run(t, context.Background(), testEnv(t), cmdReq("sleep 30 & echo PIDS $$ $!; exit 3"), s), 3)
+	wantAllDead(t, pids(t, s))
+}
+
+// TestExecEscapedHolder: a descendant that leaves the group (setsid) and
+// keeps stdout open cannot hold the exec open. It is out of reach of a group
+// kill (docs/exec.md); the test kills it.
+func TestExecEscapedHolder(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid")
+	}
+	// The shell exits only once the job has left the group, so the job
+	// escapes the group kill that follows the shell's exit.
+	command := `setsid sleep 30 & until [ "$(cut -d' ' -f5 /proc/$!/stat)" = "$!" ]; do :; done; echo PIDS $$ $!`
+	s := newTestSink(t)
+	eo := wantExec(t, run(t, context.Background(), testEnv(t), cmdReq(command), s), 0)
+	if eo.Truncated != nil {
+		t.Errorf("truncated %+v: nothing was lost", eo.Truncated)
+	}
+	p := pids(t, s) // its cleanup kills the escaped sleep
+	if !procAlive(p.pid) {
+		t.Errorf("the escaped job %d is dead: the test did not exercise a pipe held open", p.pid)
+	}
+}
+
+// TestGroupGoneIgnoresZombies: a group whose only member is a zombie that
+// nobody reaps is gone; a group with a live member is not.
+func TestGroupGoneIgnoresZombies(t *testing.T) {
+	start := func(command string) *os.Process {
+		p, err := os.StartProcess("/bin/sh", []string{"sh", "-c", command}, &os.ProcAttr{
+			Dir: t.TempDir(),
+			Sys: &syscall.SysProcAttr{Setpgid: true},
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	live := start("sleep 30; exit 0") // dash forks sleep: a group of two
+	defer live.Wait()
+	defer syscall.Kill(-live.Pid, syscall.SIGKILL)
+	if groupGone(live.Pid) {
+		t.Errorf("a group with a sleeping member is reported gone")
+	}
+
+	zombie := start("exit 0")
+	if err := waitExited(zombie.Pid); err != nil {
+		t.Fatal(err)
+	}
+	// Exited, not reaped: a zombie that still holds its group.
+	if err := syscall.Kill(-zombie.Pid, 0); err != nil {
+		t.Fatalf("kill(-pgid, 0) on a zombie's group: %v", err)
+	}
+	if !groupGone(zombie.Pid) {
+		t.Errorf("a group whose only member is a zombie is reported alive")
+	}
+	if _, err := zombie.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	if !groupGone(zombie.Pid) {
+		t.Errorf("an empty group is reported alive")
+	}
+}
+
+// TestExecFinishedBeforeCancel: a cancel that arrives after the shell has
+// exited, even before Exec has noticed, is answered with the ordinary exec
+// outcome and its exit chunk (R11).
+func TestExecFinishedBeforeCancel(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	s := newTestSink(t)
+	onPIDs(s, func() {
+		shell, _ := strconv.Atoi(pidsLine.FindStringSubmatch(s.stdout())[1])
+		for procAlive(shell) { // until it is a zombie, or reaped
+			time.Sleep(time.Millisecond)
+		}
+		cancel(ErrCancelled)
+	})
+	wantExec(t, run(t, ctx, testEnv(t), cmdReq("echo PIDS $$ $$; exit 7"), s), 7)
+}
+
+// TestExecEscapedWriter: a descendant that left the group and keeps writing
+// to stdout is read for at most the drain budget; the stream is reported
+// truncated.
+func TestExecEscapedWriter(t *testing.T) {
+	if _, err := exec.LookPath("setsid"); err != nil {
+		t.Skip("no setsid")
+	}
+	command := `setsid yes & until [ "$(cut -d' ' -f5 /proc/$!/stat)" = "$!" ]; do :; done; echo PIDS $$ $!`
+	s := newTestSink(t)
+	eo := wantExec(t, run(t, context.Background(), testEnv(t), cmdReq(command), s), 0)
+	if eo.Truncated == nil || !eo.Truncated.Stdout || eo.Truncated.Stderr {
+		t.Errorf("truncated %+v, want stdout", eo.Truncated)
+	}
+	pids(t, s)
+}
+
+func TestExecCancelBeforeStart(t *testing.T) {
+	env := testEnv(t)
+	marker := filepath.Join(env.WorkspaceRoot, "ran")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(ErrCancelled)
+	s := newTestSink(t)
+	out := run(t, ctx, env, cmdReq("touch "+marker), s)
+	if out != (protocol.CancelledOutcome{State: protocol.CancelNotStarted}) {
+		t.Fatalf("outcome %#v, want cancelled not_started", out)
+	}
+	if _, err := os.Stat(marker); err == nil {
+		t.Errorf("the command ran")
+	}
+	if len(s.chunks) != 0 {
+		t.Errorf("chunks %v for a command that never started", s.chunks)
+	}
+}
+
+func TestExecAborted(t *testing.T) {
+	shutdown := errors.New("the executor is shutting down")
+
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(shutdown)
+	wantFailure(t, run(t, ctx, testEnv(t), cmdReq("true"), nil), protocol.ErrAborted, "not started", shutdown.Error())
+
+	ctx, cancel = context.WithCancelCause(context.Background())
+	defer cancel(nil)
+	s := newTestSink(t)
+	onPIDs(s, func() { cancel(shutdown) })
+	wantFailure(t, run(t, ctx, testEnv(t), cmdReq(grandchildCommands["wait"]), s), protocol.ErrAborted, shutdown.Error(), "killed")
+	wantAllDead(t, pids(t, s))
+}
+
+func TestExecSinkError(t *testing.T) {
+	broken := errors.New("outbox closed")
+	s := newTestSink(t)
+	s.onData = func(protocol.ChunkKind, []byte) error { return broken }
+	wantFailure(t, run(t, context.Background(), testEnv(t), cmdReq(grandchildCommands["wait"]), s), protocol.ErrAborted, broken.Error())
+	wantAllDead(t, pids(t, s))
+	if c := s.chunks[protocol.ChunkStdout] + s.chunks[protocol.ChunkStderr]; c != 1 {
+		t.Errorf("%d chunks after the sink failed on the first, want no more calls", c-1)
+	}
+}
+
+// exitSink fails the exit chunk.
+type exitSink struct{ *testSink }
+
+func (exitSink) Exit(int) error { return errors.New("outbox closed") }
+
+func TestExecExitChunkError(t *testing.T) {
+	out := Exec(context.Background(), testEnv(t), cmdReq("exit 5"), exitSink{newTestSink(t)})
+	wantFailure(t, out, protocol.ErrAborted, "exit code 5", "outbox closed")
+}
+
+// BenchmarkExecTrue and BenchmarkLocalShTrue: the cost of an exec of a
+// command that does nothing, against os/exec running the same shell.
+func BenchmarkExecTrue(b *testing.B) {
+	env := &Env{WorkspaceRoot: b.TempDir()}
+	req := cmdReq("true")
+	for b.Loop() {
+		if out := Exec(context.Background(), env, req, discardSink{}); out != (protocol.ExecOutcome{}) {
+			b.Fatalf("outcome %#v", out)
+		}
+	}
+}
+
+func BenchmarkLocalShTrue(b *testing.B) {
+	dir := b.TempDir()
+	for b.Loop() {
+		c := exec.Command("/bin/sh", "-c", "true")
+		c.Dir = dir
+		if err := c.Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+const throughputBytes = 256 << 20
+
+// BenchmarkExecThroughput and BenchmarkLocalPipeThroughput: 256 MiB of
+// stdout through Exec's chunks, against reading the same command's pipe
+// with os/exec into a 64 KiB buffer.
+func BenchmarkExecThroughput(b *testing.B) {
+	env := &Env{WorkspaceRoot: b.TempDir()}
+	req := cmdReq(fmt.Sprintf("head -c %d /dev/zero", throughputBytes))
+	b.SetBytes(throughputBytes)
+	for b.Loop() {
+		var sink countSink
+		if out := Exec(context.Background(), env, req, &sink); out != (protocol.ExecOutcome{}) || sink.n != throughputBytes {
+			b.Fatalf("outcome %#v after %d bytes", out, sink.n)
+		}
+	}
+}
+
+func BenchmarkLocalPipeThroughput(b *testing.B) {
+	dir := b.TempDir()
+	b.SetBytes(throughputBytes)
+	buf := make([]byte, MaxChunkBytes)
+	for b.Loop() {
+		c := exec.Command("/bin/sh", "-c", fmt.Sprintf("head -c %d /dev/zero", throughputBytes))
+		c.Dir = dir
+		r, err := c.StdoutPipe()
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.Start(); err != nil {
+			b.Fatal(err)
+		}
+		n, err := io.CopyBuffer(io.Discard, struct{ io.Reader }{r}, buf)
+		if err != nil || n != throughputBytes {
+			b.Fatalf("%d bytes, %v", n, err)
+		}
+		if err := c.Wait(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+type discardSink struct{}
+
+func (discardSink) Data(protocol.ChunkKind, []byte) error { return nil }
+func (discardSink) Exit(int) error                        { return nil }
+
+type countSink struct{ n int64 }
+
+func (s *countSink) Data(_ protocol.ChunkKind, p []byte) error { s.n += int64(len(p)); return nil }
+func (s *countSink) Exit(int) error                            { return nil }

@@ -1,0 +1,78 @@
+// Package ops holds the bodies of the instruction kinds (§3 of the device
+// executor protocol): what the agent's tools actually do on the user's
+// machine. An op knows nothing about sockets, generations or the outbox: it
+// takes a Request, writes its output stream to a Sink, and returns exactly
+// one Outcome. The executor runtime numbers the chunks, delivers them, and
+// sends the outcome as the instruction's result.
+//
+// Cancellation: the ctx passed to an op is cancelled with a cause
+// (context.Cause). ErrCancelled means the server sent cancel (answer
+// cancelled killed, or not_started when nothing had begun); any other cause
+// (fence, shutdown) stops the work the same way and answers aborted. An op
+// enforces Request.Timeout itself and answers timeout only when it killed the
+// work and knows it is dead (§3.3, R12).
+package ops
+
+import (
+	"errors"
+	"time"
+
+	"github.com/sema-agent/sema/protocol"
+)
+
+// ErrCancelled is the context cause for a server cancel (R11).
+var ErrCancelled = errors.New("cancelled by the server")
+
+// Sink receives one instruction's output stream, in order. Implementations
+// may block (backpressure); an error means the stream cannot be delivered
+// and the op should stop.
+type Sink interface {
+	// Data emits one stdout, stderr or data chunk of at most MaxChunkBytes.
+	// p is only valid during the call.
+	Data(kind protocol.ChunkKind, p []byte) error
+	// Exit emits the exit chunk: exactly once per exec stream, last (§4).
+	Exit(code int) error
+}
+
+// MaxChunkBytes is the most raw bytes an op puts in one chunk (§4: "≤ 64 KiB
+// of raw bytes is a good default").
+const MaxChunkBytes = protocol.RecommendedChunkBytes
+
+// Env is the executor's configuration that ops need. It is shared by all
+// instructions and must not be changed while ops run.
+type Env struct {
+	// WorkspaceRoot is the enrolled root: the cwd of an exec without cwd.
+	WorkspaceRoot string
+	// Shell runs commands as Shell -c command; "" means /bin/sh.
+	Shell string
+	// OutputCap bounds each of stdout and stderr of one exec; output past it
+	// is dropped and reported in truncated. 0 means DefaultOutputCap.
+	OutputCap int64
+	// KillGrace is the time between SIGTERM and SIGKILL to a process group.
+	// 0 means DefaultKillGrace.
+	KillGrace time.Duration
+	// AllowedRoots, when non-empty, is the containment policy (§6.6): a path
+	// whose canonical form is outside every root is refused
+	// permission_denied, never redirected.
+	AllowedRoots []string
+}
+
+// Defaults for Env's zero values.
+const (
+	DefaultShell     = "/bin/sh"
+	DefaultOutputCap = 1 << 30 // 1 GiB per stream
+	DefaultKillGrace = 2 * time.Second
+)
+
+// Request is one instruction to run.
+type Request struct {
+	InstructionID string
+	Kind          protocol.InstructionKind
+	Args          protocol.Args // the Args type of Kind (protocol.ArgsFits)
+	Cwd           string        // "" when absent
+	ShellEnv      map[string]string
+	Timeout       time.Duration // from timeoutMs; 0 means no limit of its own
+	// Payload delivers the write family's payload frames (§3.4) in arrival
+	// order; nil for other kinds. It is closed if no more will come.
+	Payload <-chan *protocol.Payload
+}

@@ -1,0 +1,89 @@
+package ops
+
+import (
+	"bytes"
+	"os"
+	"strconv"
+	"syscall"
+	"unsafe"
+)
+
+// waitsUnreaped: on Linux the waiter first waits for the leader's exit with
+// waitid(WNOWAIT), leaving its zombie in place until it is released.
+const waitsUnreaped = true
+
+const pPID = 1 // P_PID, waitid's idtype for one pid
+
+// waitExited blocks until the process pid has exited, without reaping it.
+func waitExited(pid int) error {
+	var info [16]uint64 // siginfo_t, 128 bytes; the contents are not used
+	for {
+		_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
+			uintptr(unsafe.Pointer(&info)), syscall.WEXITED|syscall.WNOWAIT, 0, 0)
+		switch e {
+		case 0:
+			return nil
+		case syscall.EINTR:
+			continue
+		default:
+			return e
+		}
+	}
+}
+
+// exitedNow reports, without blocking or reaping, whether the process pid
+// has exited.
+func exitedNow(pid int) bool {
+	var info [16]uint64 // siginfo_t; si_signo is SIGCHLD when a child was found
+	_, _, e := syscall.Syscall6(syscall.SYS_WAITID, pPID, uintptr(pid),
+		uintptr(unsafe.Pointer(&info)), syscall.WEXITED|syscall.WNOWAIT|syscall.WNOHANG, 0, 0)
+	return e == 0 && syscall.Signal(*(*int32)(unsafe.Pointer(&info[0]))) == syscall.SIGCHLD
+}
+
+// groupHasLiveMember reports whether a process that is not a zombie belongs
+// to the process group pgid, by reading /proc/<pid>/stat. When /proc cannot
+// be read it answers true: it never claims a group dead that it cannot see.
+func groupHasLiveMember(pgid int) bool {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return true
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return true
+	}
+	for _, name := range names {
+		if name[0] < '0' || name[0] > '9' {
+			continue
+		}
+		state, pg, ok := procStatPgrp(name)
+		if ok && pg == pgid && state != 'Z' && state != 'X' {
+			return true
+		}
+	}
+	return false
+}
+
+// procStatPgrp reads the state and the process group of /proc/<pid>/stat. ok is
+// false when the process is gone or the line cannot be parsed.
+func procStatPgrp(pid string) (state byte, pgrp int, ok bool) {
+	b, err := os.ReadFile("/proc/" + pid + "/stat")
+	if err != nil {
+		return 0, 0, false
+	}
+	// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return 0, 0, false
+	}
+	f := bytes.Fields(b[i+1:])
+	if len(f) < 3 || len(f[0]) != 1 {
+		return 0, 0, false
+	}
+	pg, err := strconv.Atoi(string(f[2]))
+	if err != nil {
+		return 0, 0, false
+	}
+	return f[0][0], pg, true
+}

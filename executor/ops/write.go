@@ -1,0 +1,409 @@
+//go:build linux
+
+package ops
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/sema-agent/sema/protocol"
+	"golang.org/x/sys/unix"
+)
+
+// The write family (§3.4). writeFile and writeFileExclusive assemble the
+// payload in a staging file in the target's real directory, verify length
+// and digest, fsync, and then make it the target in one rename:
+//
+//   - writeFile replaces the target (rename(2)); an existing file's
+//     permission bits (and, where allowed, owner and group) are kept, a new
+//     file gets 0644 minus the umask. A final symlink is followed: the file
+//     written is the one the path really leads to.
+//   - writeFileExclusive creates the target only if its name is free:
+//     renameat2(RENAME_NOREPLACE), or link(2) where the filesystem refuses
+//     that; anything at the name, a symlink included, is already_exists.
+//   - appendFile verifies the whole payload first, then appends it to the
+//     target (created if absent) with a single write(2) on O_APPEND.
+//
+// Until the final step nothing but the staging file exists, and every
+// failure removes it: the target is either untouched or whole.
+
+// guardedAbsent answers writeFileGuarded, which this executor does not
+// implement and does not declare (§3.2: absence is honest, emulation is
+// forbidden). Linux can check a file's identity (fileId), or refuse an
+// existing name (exclusive), but it has no call that replaces a name only if
+// it still names a given inode, nor one that pins the parent's path while
+// renaming into it: a check followed by rename(2) is exactly the two-step
+// emulation §3.5 forbids. docs/fs-ops.md gives the details.
+func guardedAbsent() protocol.Outcome {
+	return failf(protocol.ErrNotSupported, "writeFileGuarded is not implemented by this executor and not declared in its supports: "+
+		"Linux offers no single step that checks a file's identity and replaces it, and a check followed by a rename would be "+
+		"the forbidden emulation (§3.2); use writeFile or writeFileExclusive")
+}
+
+// errNoAtomicCreate: the filesystem supports neither renameat2 with
+// RENAME_NOREPLACE nor link(2).
+var errNoAtomicCreate = errors.New("the filesystem supports neither renameat2(RENAME_NOREPLACE) nor link(2), so a create-if-absent cannot be atomic here")
+
+func (op *fileOp) write(a protocol.WriteArgs) protocol.Outcome {
+	kind := op.req.Kind
+	if f := badPath(a.Path); f != nil {
+		return *f
+	}
+	if a.ContentLen < 0 || a.ContentLen > protocol.MaxSafeInteger {
+		return failf(protocol.ErrInvalid, "%s %q: contentLen %d is out of range", kind, a.Path, a.ContentLen)
+	}
+	if op.req.Payload == nil {
+		return failf(protocol.ErrUnknown, "%s %q: %v", kind, a.Path, errNoPayload)
+	}
+	t, bad := op.resolveTarget(a.Path, kind != protocol.KindWriteFileExclusive)
+	if bad != nil {
+		return *bad
+	}
+	defer closeFD(t.dfd)
+	if kind != protocol.KindWriteFileExclusive && t.st != nil {
+		if f := notRegular(kind, a.Path, t.st.Mode); f != nil {
+			return *f
+		}
+	}
+	if kind == protocol.KindAppendFile {
+		return op.appendFile(a, t)
+	}
+
+	s, out := op.receive(a, func() (*staging, error) { return stageIn(t.dfd, t.name) })
+	if out != nil {
+		return out
+	}
+	defer s.discard()
+	mode := newFileMode()
+	if t.st != nil && kind == protocol.KindWriteFile {
+		mode = t.st.Mode & 0o777
+		if int(t.st.Uid) != os.Geteuid() || int(t.st.Gid) != os.Getegid() {
+			// Best effort: only root (or a member of the group) may; the
+			// receipt's new inode tells the consumer it is a new object anyway.
+			_ = unix.Fchown(int(s.f.Fd()), int(t.st.Uid), int(t.st.Gid))
+		}
+	}
+	if err := s.f.Chmod(os.FileMode(mode)); err != nil {
+		return osFailure("set the mode of the staging file for", a.Path, err)
+	}
+	if err := s.f.Sync(); err != nil {
+		return osFailure("fsync the staging file for", a.Path, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(s.f.Fd()), &st); err != nil {
+		return osFailure("stat the staging file for", a.Path, err)
+	}
+	err := s.f.Close()
+	s.f = nil
+	if err != nil {
+		return osFailure("close the staging file for", a.Path, err)
+	}
+	if op.ctx.Err() != nil {
+		return op.stopped()
+	}
+
+	var created *bool
+	if kind == protocol.KindWriteFileExclusive {
+		err = renameNoReplace(t.dfd, s.name, t.name)
+		switch {
+		case err == unix.EEXIST:
+			return failf(protocol.ErrAlreadyExists, "writeFileExclusive %q: it already exists; nothing was written", a.Path)
+		case errors.Is(err, errNoAtomicCreate):
+			return failf(protocol.ErrNotSupported, "writeFileExclusive %q: %v; nothing was written", a.Path, err)
+		}
+		created = boolp(true)
+	} else {
+		created, err = createOrReplace(t.dfd, s.name, t.name)
+	}
+	if err != nil {
+		return osFailure("rename the staging file onto", a.Path, err)
+	}
+	s.name = "" // it is the target now
+	syncDir(t.dfd)
+	real := t.real
+	if dir, err := realPathFD(t.dfd, ""); err == nil {
+		real = joinPath(dir, t.name) // where the directory is now, after the rename
+	}
+	return protocol.WriteOutcome{CanonicalPath: real, Inode: strconv.FormatUint(st.Ino, 10), Created: created}
+}
+
+// appendFile appends the verified payload to t in one write(2) with
+// O_APPEND, creating the file (0644 minus the umask) if it is absent, and
+// fsyncs it. Once that write has begun, the effect cannot be taken back:
+// a short or failed write after some bytes landed, or a failed fsync,
+// answers outcome_unknown, never a retryable code.
+func (op *fileOp) appendFile(a protocol.WriteArgs, t *writeTarget) protocol.Outcome {
+	s, out := op.receive(a, stageAnonymous)
+	if out != nil {
+		return out
+	}
+	defer s.discard()
+	if op.ctx.Err() != nil {
+		return op.stopped()
+	}
+	data, release, err := mapAll(s.f, a.ContentLen)
+	if err != nil {
+		return osFailure("read back the staged payload for", a.Path, err)
+	}
+	defer release()
+
+	fd, err := openFD(t.dfd, t.name, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o644)
+	if err != nil {
+		if errnoOf(err) == unix.ELOOP {
+			return failf(protocol.ErrUnknown, "appendFile %q: %q became a symlink while the payload arrived; nothing was appended", a.Path, t.real)
+		}
+		return osFailure("append to", a.Path, err)
+	}
+	defer closeFD(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return osFailure("stat", a.Path, err)
+	}
+	if f := notRegular(protocol.KindAppendFile, a.Path, st.Mode); f != nil {
+		return *f
+	}
+	n := 0
+	for n < len(data) {
+		m, err := ignoringEINTR(func() (int, error) { return unix.Write(fd, data[n:]) })
+		if m > 0 {
+			n += m
+		}
+		if err == nil && m > 0 {
+			continue
+		}
+		if err == nil {
+			err = io.ErrShortWrite
+		}
+		if n == 0 {
+			return osFailure("append to", a.Path, err)
+		}
+		return failf(protocol.ErrOutcomeUnknown, "appendFile %q: appended only %d of %d bytes before: %s; the file now ends with a partial append",
+			a.Path, n, len(data), errText(err))
+	}
+	if err := unix.Fsync(fd); err != nil {
+		return failf(protocol.ErrOutcomeUnknown, "appendFile %q: appended %d bytes but fsync failed: %s; they may not be durable",
+			a.Path, n, errText(err))
+	}
+	return protocol.VoidOutcome{}
+}
+
+// mapAll returns the n bytes of f: mapped read-only when it can, else read.
+func mapAll(f *os.File, n int64) (data []byte, release func(), err error) {
+	if n == 0 {
+		return nil, func() {}, nil
+	}
+	if n > int64(int(^uint(0)>>1)) {
+		return nil, nil, fmt.Errorf("%d bytes do not fit in memory on this platform", n)
+	}
+	if b, err := unix.Mmap(int(f.Fd()), 0, int(n), unix.PROT_READ, unix.MAP_SHARED); err == nil {
+		return b, func() { _ = unix.Munmap(b) }, nil
+	}
+	b := make([]byte, n)
+	if _, err := f.ReadAt(b, 0); err != nil {
+		return nil, nil, err
+	}
+	return b, func() {}, nil
+}
+
+// notRegular refuses a write onto something that is not a regular file.
+func notRegular(kind protocol.InstructionKind, p string, mode uint32) *protocol.Failure {
+	switch mode & unix.S_IFMT {
+	case unix.S_IFREG:
+		return nil
+	case unix.S_IFDIR:
+		f := failf(protocol.ErrIsDirectory, "%s %q: it is a directory", kind, p)
+		return &f
+	}
+	f := failf(protocol.ErrInvalid, "%s %q: it is a %s, not a regular file", kind, p, typeName(mode))
+	return &f
+}
+
+// target is where a write lands: the name in its real directory.
+type writeTarget struct {
+	dfd  int          // the real directory holding name, O_PATH; the caller closes it
+	name string       // the final name, never a symlink when followed
+	real string       // the real path of the target when resolved
+	st   *unix.Stat_t // the object at name, nil when absent
+}
+
+// maxHops bounds symlink following, like the kernel's 40.
+const maxHops = 40
+
+// resolveTarget finds where a write of p lands. The parent directories are
+// resolved by the kernel (O_PATH); with follow, a final symlink is followed
+// hop by hop (its target's directory again resolved by the kernel) until a
+// name that is not a symlink, or that does not exist: a dangling symlink
+// is written through, as open(2) with O_CREAT does. The real path of the
+// result is checked against the containment policy.
+func (op *fileOp) resolveTarget(p string, follow bool) (*writeTarget, *protocol.Failure) {
+	kind := op.req.Kind
+	dir, name := splitPath(p)
+	if name == "." {
+		f := failf(protocol.ErrIsDirectory, "%s %q: it is a directory", kind, p)
+		return nil, &f
+	}
+	dfd, err := openFD(unix.AT_FDCWD, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	if err != nil {
+		if f := op.roots.checkAbsent(p); f != nil {
+			return nil, f
+		}
+		f := failf(codeOf(err), "%s %q: its directory %q: %s", kind, p, dir, errText(err))
+		return nil, &f
+	}
+	t := &writeTarget{dfd: dfd, name: name}
+	failWith := func(f protocol.Failure) (*writeTarget, *protocol.Failure) {
+		closeFD(t.dfd)
+		return nil, &f
+	}
+	hint := dir
+	for hops := 0; ; hops++ {
+		var st unix.Stat_t
+		err := unix.Fstatat(t.dfd, t.name, &st, unix.AT_SYMLINK_NOFOLLOW)
+		if err == unix.ENOENT {
+			break
+		}
+		if err != nil {
+			return failWith(osFailure("stat", p, err))
+		}
+		if !follow || st.Mode&unix.S_IFMT != unix.S_IFLNK {
+			t.st = &st
+			break
+		}
+		if hops == maxHops {
+			return failWith(osFailure("resolve", p, unix.ELOOP))
+		}
+		link, err := readlinkAt(t.dfd, t.name)
+		if err != nil {
+			return failWith(osFailure("read the symlink", p, err))
+		}
+		next := link
+		if i := strings.LastIndexByte(link, '/'); i >= 0 {
+			ldir := link[:i]
+			if ldir == "" {
+				ldir = "/"
+			}
+			nfd, err := openFD(t.dfd, ldir, unix.O_PATH|unix.O_DIRECTORY, 0)
+			if err != nil {
+				return failWith(failf(codeOf(err), "%s %q: the directory %q its symlink leads to: %s", kind, p, ldir, errText(err)))
+			}
+			closeFD(t.dfd)
+			t.dfd, next = nfd, link[i+1:]
+			if strings.HasPrefix(ldir, "/") {
+				hint = ldir
+			} else {
+				hint = hint + "/" + ldir
+			}
+		}
+		if next == "" || next == "." || next == ".." {
+			return failWith(failf(protocol.ErrIsDirectory, "%s %q: its symlink leads to the directory %q", kind, p, link))
+		}
+		t.name = next
+	}
+	dreal, err := realPathFD(t.dfd, hint)
+	if err != nil {
+		return failWith(osFailure("resolve the directory of", p, err))
+	}
+	t.real = joinPath(dreal, t.name)
+	if f := op.roots.check(p, t.real); f != nil {
+		return failWith(*f)
+	}
+	return t, nil
+}
+
+// readlinkAt reads the symlink name in dfd, however long its target.
+func readlinkAt(dfd int, name string) (string, error) {
+	for size := 256; ; size *= 2 {
+		buf := make([]byte, size)
+		n, err := ignoringEINTR(func() (int, error) { return unix.Readlinkat(dfd, name, buf) })
+		if err != nil {
+			return "", err
+		}
+		if n < size {
+			return string(buf[:n]), nil
+		}
+	}
+}
+
+// renameNoReplace renames from to to within dfd only if to does not exist:
+// atomically, with renameat2(RENAME_NOREPLACE), or where the filesystem
+// refuses that flag, with link(2) (which never replaces) and unlink(2).
+func renameNoReplace(dfd int, from, to string) error {
+	_, err := ignoringEINTR(func() (struct{}, error) {
+		return struct{}{}, unix.Renameat2(dfd, from, dfd, to, unix.RENAME_NOREPLACE)
+	})
+	if err != unix.EINVAL && err != unix.ENOSYS {
+		return err
+	}
+	_, err = ignoringEINTR(func() (struct{}, error) { return struct{}{}, unix.Linkat(dfd, from, dfd, to, 0) })
+	switch err {
+	case nil:
+		_ = unix.Unlinkat(dfd, from, 0)
+		return nil
+	case unix.EPERM, unix.EOPNOTSUPP:
+		return fmt.Errorf("%w (link: %v)", errNoAtomicCreate, err)
+	}
+	return err
+}
+
+// createOrReplace renames from onto to within dfd and reports whether that
+// created to: true when to was absent at the moment of an atomic
+// create-if-absent rename, false when that found to present and a plain
+// rename replaced it. When the filesystem cannot create atomically, it
+// renames and reports nil: created unknown (§3.3 lets the consumer take the
+// weaker answer).
+func createOrReplace(dfd int, from, to string) (*bool, error) {
+	err := renameNoReplace(dfd, from, to)
+	if err == nil {
+		return boolp(true), nil
+	}
+	if err != unix.EEXIST && !errors.Is(err, errNoAtomicCreate) {
+		return nil, err
+	}
+	if _, rerr := ignoringEINTR(func() (struct{}, error) { return struct{}{}, unix.Renameat(dfd, from, dfd, to) }); rerr != nil {
+		return nil, rerr
+	}
+	if err == unix.EEXIST {
+		return boolp(false), nil
+	}
+	return nil, nil
+}
+
+// syncDir makes a rename in dfd durable. Best effort: the rename has
+// happened and is visible; a directory that cannot be fsynced does not undo
+// it, so the error is not reported.
+func syncDir(dfd int) {
+	fd, err := openFD(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return
+	}
+	_ = unix.Fsync(fd)
+	closeFD(fd)
+}
+
+// newFileMode is the mode of a file a write creates: 0644 minus the umask.
+// The umask is read from /proc/self/status, because umask(2) can only be
+// read by setting it, which would race with every other goroutine creating
+// files; without /proc it is taken to be 022.
+func newFileMode() uint32 {
+	umask := uint32(0o022)
+	if f, err := os.Open("/proc/self/status"); err == nil {
+		defer f.Close()
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if v, ok := strings.CutPrefix(sc.Text(), "Umask:"); ok {
+				if u, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
+					umask = uint32(u)
+				}
+				break
+			}
+		}
+	}
+	return 0o644 &^ umask
+}
+
+func boolp(v bool) *bool { return &v }
