@@ -23,11 +23,14 @@ type bodyField struct {
 }
 
 // readBody reads a request body of at most maxBodyBytes.
-func readBody(r *http.Request) ([]byte, *apiError) {
-	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, maxBodyBytes))
+func readBody(r *http.Request) ([]byte, *apiError) { return readBodyLimit(r, maxBodyBytes) }
+
+// readBodyLimit reads a request body of at most limit bytes.
+func readBodyLimit(r *http.Request, limit int64) ([]byte, *apiError) {
+	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return nil, errorf(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the request body is over %d bytes", maxBodyBytes)
+		return nil, errorf(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the request body is over %d bytes", limit)
 	}
 	if err != nil {
 		return nil, errorf(http.StatusBadRequest, codeInvalidJSON, "the request body could not be read")

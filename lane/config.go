@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/sema-agent/sema/internal/clock"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -25,6 +26,32 @@ type Config struct {
 	// Now is the clock of the enrollment rate limiter; default time.Now.
 	// Expiries are the database's, not this clock's.
 	Now func() time.Time
+	// Clock runs the WebSocket lane's timers; default the system clock.
+	Clock clock.Clock
+
+	// The WebSocket lane's timings and bounds, each defaulting to the value
+	// the spec names.
+	HeartbeatInterval time.Duration // helloAck.heartbeatIntervalMs; 15 s (§1.5)
+	LeaseTTL          time.Duration // the stored connection lease; 45 s (§1.4)
+	ReconnectGrace    time.Duration // books close after a drop; 120 s (R4)
+	GapTimeout        time.Duration // a stream gap fails the instruction; 30 s (R8)
+	CancelGrace       time.Duration // a cancel demands a terminal; 10 s (R11)
+	ExecutionGrace    time.Duration // added to timeoutMs as the backstop; 30 s (R12)
+	HandshakeDeadline time.Duration // socket open to helloAck; 5 s (§1.2)
+	ReorderEntries    int           // reorder buffer entries; 64 (§4)
+	ReorderBytes      int           // reorder buffer decoded bytes; 2 MiB (§4)
+	DeliveryEntries   int           // a Call's undelivered chunks; 8192 (§4)
+	DeliveryBytes     int           // a Call's undelivered bytes; 2 MiB (§4)
+	PayloadPartBytes  int           // payload down-chunk size; 256 KiB (§2.1)
+	SettledMemo       int           // recently settled instructions kept; 512 (§2.4)
+	// MaxPreAuth and MaxPreAuthPerAddr cap sockets that have not finished
+	// the handshake, in total and per remote address; beyond them the
+	// upgrade answers 503 (§1.2). Defaults 1024 and 16.
+	MaxPreAuth        int
+	MaxPreAuthPerAddr int
+	// WriteTimeout bounds one frame write; a socket that cannot take a frame
+	// in that time is closed. Default 30 s.
+	WriteTimeout time.Duration
 	// Logger receives structured logs; default slog.Default(). Tokens, keys
 	// and content are never logged.
 	Logger *slog.Logger
@@ -51,6 +78,55 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Clock == nil {
+		c.Clock = clock.Real{}
+	}
+	durations := []struct {
+		v   *time.Duration
+		def time.Duration
+	}{
+		{&c.HeartbeatInterval, protocol.DefaultHeartbeatInterval},
+		{&c.LeaseTTL, protocol.DefaultLeaseTTL},
+		{&c.ReconnectGrace, protocol.DefaultReconnectGrace},
+		{&c.GapTimeout, protocol.DefaultGapTimeout},
+		{&c.CancelGrace, protocol.DefaultCancelGrace},
+		{&c.ExecutionGrace, protocol.DefaultExecutionGrace},
+		{&c.HandshakeDeadline, protocol.HandshakeDeadline},
+		{&c.WriteTimeout, 30 * time.Second},
+	}
+	for _, d := range durations {
+		if *d.v == 0 {
+			*d.v = d.def
+		}
+		if *d.v < 0 {
+			return c, fmt.Errorf("lane: a negative duration in Config (%v)", *d.v)
+		}
+	}
+	ints := []struct {
+		v   *int
+		def int
+	}{
+		{&c.ReorderEntries, protocol.ReorderBufferEntries},
+		{&c.ReorderBytes, protocol.ReorderBufferBytes},
+		{&c.DeliveryEntries, 8192},
+		{&c.DeliveryBytes, 2 << 20},
+		{&c.PayloadPartBytes, protocol.DefaultPayloadPartBytes},
+		{&c.SettledMemo, protocol.SettledMemoSize},
+		{&c.MaxPreAuth, 1024},
+		{&c.MaxPreAuthPerAddr, 16},
+	}
+	for _, n := range ints {
+		if *n.v == 0 {
+			*n.v = n.def
+		}
+		if *n.v < 1 {
+			return c, fmt.Errorf("lane: a Config bound below 1 (%d)", *n.v)
+		}
+	}
+	// A payload part must fit a 1 MiB frame once base64-encoded.
+	if c.PayloadPartBytes > 700<<10 {
+		return c, fmt.Errorf("lane: PayloadPartBytes %d does not fit a 1 MiB frame", c.PayloadPartBytes)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

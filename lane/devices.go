@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sema-agent/sema/lane/store"
+	"github.com/sema-agent/sema/protocol"
 )
 
 // deviceBody is one device as the user plane shows it.
@@ -18,6 +19,11 @@ type deviceBody struct {
 	CreatedAt     string `json:"createdAt"`
 	Revoked       bool   `json:"revoked"`
 	RevokedAt     string `json:"revokedAt,omitempty"`
+	// Presence on this replica (§8: presence assumes a single replica).
+	Online         bool   `json:"online"`
+	Gen            string `json:"gen,omitempty"`
+	ConnectedSince string `json:"connectedSince,omitempty"`
+	Inflight       int    `json:"inflight"`
 }
 
 func deviceView(d store.Device) deviceBody {
@@ -44,7 +50,13 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]deviceBody, 0, len(devices))
 	for _, d := range devices {
-		out = append(out, deviceView(d))
+		v := deviceView(d)
+		p := s.Presence(d.ID)
+		v.Inflight = p.Inflight // also while in the reconnect grace
+		if p.Online {
+			v.Online, v.Gen, v.ConnectedSince = true, p.Gen.String(), wireTime(p.ConnectedSince)
+		}
+		out = append(out, v)
 	}
 	writeJSON(w, http.StatusOK, map[string]any{"devices": out})
 }
@@ -72,5 +84,6 @@ func (s *Server) revokeDevice(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: d.ID, Event: eventRevoked})
+	s.kick(d.ID, protocol.ByeRevoked) // R13: bye revoked, work in flight written off
 	writeJSON(w, http.StatusOK, deviceView(d))
 }

@@ -2,6 +2,7 @@ package lane
 
 import (
 	"bytes"
+	"context"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -33,14 +34,14 @@ func (c *fakeClock) Advance(d time.Duration) {
 
 // testLane is a real lane over real HTTP on a real SQLite file.
 type testLane struct {
-	t     *testing.T
+	t     testing.TB
 	url   string
 	store store.Store
 	clock *fakeClock
 	srv   *Server
 }
 
-func newTestLane(t *testing.T, mutate ...func(*Config)) *testLane {
+func newTestLane(t testing.TB, mutate ...func(*Config)) *testLane {
 	t.Helper()
 	st, err := sqlite.Open(t.Context(), t.TempDir())
 	if err != nil {
@@ -56,9 +57,22 @@ func newTestLane(t *testing.T, mutate ...func(*Config)) *testLane {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
 	return &testLane{t: t, url: hs.URL, store: st, clock: clock, srv: srv}
+}
+
+// auditRows returns the audit rows written so far (the auditor is
+// asynchronous: flush first).
+func (l *testLane) auditRows(f store.AuditFilter) []store.AuditEvent {
+	l.t.Helper()
+	l.srv.audits.flush()
+	rows, err := l.store.AuditEvents(l.t.Context(), f)
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return rows
 }
 
 // user creates an identity and returns its API key.
@@ -77,7 +91,7 @@ type response struct {
 	body   []byte
 }
 
-func (r response) json(t *testing.T) map[string]any {
+func (r response) json(t testing.TB) map[string]any {
 	t.Helper()
 	var m map[string]any
 	if err := json.Unmarshal(r.body, &m); err != nil {
@@ -272,7 +286,7 @@ func TestEnrollFourRefusalsAreByteIdentical(t *testing.T) {
 	if m := (response{body: bodies[0]}).json(t); m["errorCode"] != "device.enrollment_invalid" || !strings.Contains(m["message"].(string), "Ask for a new enrollment token") {
 		t.Errorf("refusal body %s", bodies[0])
 	}
-	rows, _ := l.store.AuditEvents(t.Context(), store.AuditFilter{Event: eventEnrollRefused})
+	rows := l.auditRows(store.AuditFilter{Event: eventEnrollRefused})
 	var reasons []string
 	for _, e := range rows {
 		reasons = append(reasons, e.Reason)
@@ -511,7 +525,7 @@ func TestDevicesListAndRevoke(t *testing.T) {
 	if d, _ := l.store.Device(t.Context(), bobs); d.Revoked() {
 		t.Fatal("bob's device was revoked")
 	}
-	rows, _ := l.store.AuditEvents(t.Context(), store.AuditFilter{DeviceID: mine, Event: eventRevoked})
+	rows := l.auditRows(store.AuditFilter{DeviceID: mine, Event: eventRevoked})
 	if len(rows) != 2 {
 		t.Fatalf("%d revoke audit rows, want 2", len(rows))
 	}

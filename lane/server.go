@@ -10,18 +10,35 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
 
-// Server is one lane replica.
+// Server is one lane replica. Start it with New; stop it with Shutdown.
 type Server struct {
 	cfg     Config
 	store   store.Store
 	limiter rateLimiter
 	log     *slog.Logger
 	mux     *http.ServeMux
+	audits  *auditor
+
+	mu        sync.Mutex
+	devices   map[string]*deviceState
+	preAuth   int
+	preAuthBy map[string]int
+	draining  bool
+	handlers  sync.WaitGroup // one per WebSocket
+	callsMu   sync.Mutex     // guards calls, memo and neverStarted; taken after a device's lock, never before
+	calls     map[string]*Call
+	memo      *settledMemo
+	// neverStarted remembers the most recent calls settled before the
+	// commit. The device never saw them, so frames never consult it; it
+	// keeps POST /v1/instructions/{id}/cancel idempotent for them.
+	neverStarted *settledMemo
+	shutdownMu   sync.Once
 }
 
 // New builds a Server from cfg.
@@ -31,17 +48,26 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s := &Server{
-		cfg:     cfg,
-		store:   cfg.Store,
-		limiter: newFixedWindow(cfg.Now, enrollRateLimit, enrollRateWindow),
-		log:     cfg.Logger,
-		mux:     http.NewServeMux(),
+		cfg:          cfg,
+		store:        cfg.Store,
+		limiter:      newFixedWindow(cfg.Now, enrollRateLimit, enrollRateWindow),
+		log:          cfg.Logger,
+		mux:          http.NewServeMux(),
+		devices:      map[string]*deviceState{},
+		preAuthBy:    map[string]int{},
+		calls:        map[string]*Call{},
+		memo:         newSettledMemo(cfg.SettledMemo),
+		neverStarted: newSettledMemo(cfg.SettledMemo),
 	}
+	s.audits = startAuditor(cfg.Store, cfg.Logger)
 	s.mux.HandleFunc("GET /v1/capabilities", s.capabilities)
 	s.mux.HandleFunc("POST /v1/devices/enroll-tokens", s.laneOnly(s.authenticated(s.issueEnrollToken)))
 	s.mux.HandleFunc("POST /v1/devices/enroll", s.laneOnly(s.authenticated(s.enroll)))
 	s.mux.HandleFunc("GET /v1/devices", s.laneOnly(s.authenticated(s.listDevices)))
 	s.mux.HandleFunc("POST /v1/devices/{id}/revoke", s.laneOnly(s.authenticated(s.revokeDevice)))
+	s.mux.HandleFunc("POST /v1/devices/{id}/instructions", s.laneOnly(s.authenticated(s.postInstruction)))
+	s.mux.HandleFunc("POST /v1/instructions/{id}/cancel", s.laneOnly(s.authenticated(s.cancelInstruction)))
+	s.mux.HandleFunc("GET "+cfg.WSPath, s.laneOnly(s.serveWebSocket))
 	return s, nil
 }
 
@@ -139,10 +165,5 @@ func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, op string, 
 	writeError(w, errorf(http.StatusServiceUnavailable, codeUnavailable, "the device registry is unavailable; try again later"))
 }
 
-// audit writes an audit row; a failure is logged, and does not change the
-// answer already decided.
-func (s *Server) audit(ctx context.Context, e store.AuditEvent) {
-	if err := s.store.Audit(context.WithoutCancel(ctx), e); err != nil {
-		s.log.Error("audit write failed", "event", e.Event, "reason", e.Reason, "err", err)
-	}
-}
+// audit queues an audit row; it never blocks the caller (see auditor).
+func (s *Server) audit(_ context.Context, e store.AuditEvent) { s.audits.add(e) }

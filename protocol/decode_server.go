@@ -237,3 +237,22 @@ func readArgs(k InstructionKind, o *object) Args {
 		return PathArgs{Path: path("path")}
 	}
 }
+
+// DecodeArgs reads the args object of an instruction of kind k with the
+// same rules the executor applies (paths absolute and normalized, digests
+// of 64 hex characters, safe integers, …). The error names the field.
+func DecodeArgs(k InstructionKind, raw []byte) (Args, error) {
+	if !k.Valid() {
+		return nil, &UnknownMemberError{Set: instructionKinds.name, Value: string(k)}
+	}
+	o, ferr := readFrame(raw)
+	if ferr != nil {
+		return nil, fmt.Errorf("args: must be a JSON object")
+	}
+	o.prefix = "args"
+	a := readArgs(k, o)
+	if o.s.err != nil {
+		return nil, fmt.Errorf("%s: %s", o.s.err.Field, o.s.err.Detail)
+	}
+	return a, nil
+}

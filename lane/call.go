@@ -1,0 +1,188 @@
+package lane
+
+import (
+	"context"
+	"errors"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/sema-agent/sema/internal/clock"
+	"github.com/sema-agent/sema/protocol"
+)
+
+// Instruction is one unit of work to run on a device.
+type Instruction struct {
+	Kind     protocol.InstructionKind
+	Args     protocol.Args // the Args type of Kind (protocol.ArgsFits)
+	Cwd      string        // "" for the implied working directory
+	ShellEnv map[string]string
+	// Timeout is timeoutMs: the device's own limit. Required (> 0).
+	Timeout time.Duration
+	// Content is the bytes of a write-family instruction; the lane computes
+	// contentLen and sha256 and sends it as payload parts (§3.4).
+	Content []byte
+	// RootSessionID names the caller's root session; informational.
+	RootSessionID string
+	// EnvironmentSupports, when not nil, is the device's supports list as it
+	// was when the caller's task environment was built (§3.2): an ordinary
+	// write is refused if the device has since gained a protective face.
+	EnvironmentSupports []protocol.InstructionKind
+}
+
+// Settlement is how an instruction ended: terminal (the device's answer,
+// a cancel receipt, or a backstop's outcome_unknown) or
+// terminal_never_started (it never reached the device; safe to retry).
+type Settlement struct {
+	State   protocol.InstructionState
+	Outcome protocol.Outcome
+}
+
+// Event is one thing a Call yields: a chunk, in stream order, or the
+// settlement, exactly once and last.
+type Event struct {
+	Chunk   *protocol.Chunk
+	Settled *Settlement
+}
+
+// ErrDeliveryOverflow: the caller read the Call's events too slowly and the
+// pending-delivery bound (§4) overflowed; the remote command was cancelled.
+var ErrDeliveryOverflow = errors.New("lane: the caller did not keep up with the output; the instruction was cancelled")
+
+// Call is one dispatched instruction. Its events are read with Next; its
+// settlement with Wait. Reading is optional: undelivered chunks are bounded
+// (Config.DeliveryEntries, DeliveryBytes) and an overflow cancels the
+// remote command.
+type Call struct {
+	ID       string
+	DeviceID string
+	Kind     protocol.InstructionKind
+
+	srv   *Server
+	owner string // the identity that dispatched it ("" for Go callers)
+
+	// The consumer side, under mu.
+	mu         sync.Mutex
+	events     []Event
+	pendBytes  int
+	overflowed bool
+	notify     chan struct{}
+	done       chan struct{}
+	settlement Settlement
+	finished   bool // the settlement event was taken by Next
+
+	// The lane side, under the device's lock.
+	state       protocol.InstructionState
+	frame       protocol.Instruction
+	content     []byte
+	stream      *stream
+	resultSeq   int64 // highest deviceSeq seen; -1 for none
+	sent        chan struct{}
+	ceiling     clock.Timer
+	gapTimer    clock.Timer
+	cancelTimer clock.Timer
+	cancelWant  bool // a cancel was requested
+	cancelGen   protocol.Gen
+}
+
+// Next returns the next event: chunks in order, then the settlement. After
+// the settlement it returns io.EOF.
+func (c *Call) Next(ctx context.Context) (Event, error) {
+	for {
+		c.mu.Lock()
+		if len(c.events) > 0 {
+			e := c.events[0]
+			c.events[0] = Event{}
+			c.events = c.events[1:]
+			if e.Chunk != nil {
+				c.pendBytes -= len(e.Chunk.Data)
+			}
+			if e.Settled != nil {
+				c.finished = true
+			}
+			c.mu.Unlock()
+			return e, nil
+		}
+		if c.finished {
+			c.mu.Unlock()
+			return Event{}, io.EOF
+		}
+		c.mu.Unlock()
+		select {
+		case <-c.notify:
+		case <-ctx.Done():
+			return Event{}, ctx.Err()
+		}
+	}
+}
+
+// Wait returns the settlement once the instruction has settled.
+func (c *Call) Wait(ctx context.Context) (Settlement, error) {
+	select {
+	case <-c.done:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.settlement, nil
+	case <-ctx.Done():
+		return Settlement{}, ctx.Err()
+	}
+}
+
+// Done is closed when the instruction has settled.
+func (c *Call) Done() <-chan struct{} { return c.done }
+
+// Err reports ErrDeliveryOverflow if the pending-delivery bound overflowed.
+func (c *Call) Err() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.overflowed {
+		return ErrDeliveryOverflow
+	}
+	return nil
+}
+
+// Cancel asks for the instruction to stop (R11). It is idempotent. A queued
+// instruction settles terminal_never_started at once; a committed one is
+// sent a cancel and settles on the device's answer or after the cancel
+// grace.
+func (c *Call) Cancel() { c.srv.cancel(c) }
+
+// push queues a chunk for the consumer; false if the delivery bound
+// overflowed (the chunk is dropped and the caller must cancel).
+func (c *Call) push(ch protocol.Chunk, maxEntries, maxBytes int) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.overflowed {
+		return true // already being cancelled; further output is dropped
+	}
+	if len(c.events)+1 > maxEntries || c.pendBytes+len(ch.Data) > maxBytes {
+		c.overflowed = true
+		return false
+	}
+	c.events = append(c.events, Event{Chunk: &ch})
+	c.pendBytes += len(ch.Data)
+	c.wake()
+	return true
+}
+
+// finish records the settlement, once.
+func (c *Call) finish(s Settlement) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	c.settlement = s
+	c.events = append(c.events, Event{Settled: &s})
+	close(c.done)
+	c.wake()
+}
+
+func (c *Call) wake() {
+	select {
+	case c.notify <- struct{}{}:
+	default:
+	}
+}

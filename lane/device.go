@@ -1,0 +1,251 @@
+package lane
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+
+	"github.com/sema-agent/sema/internal/clock"
+	"github.com/sema-agent/sema/protocol"
+	"time"
+)
+
+// deviceState is everything this replica holds for one device: its current
+// connection, the instructions committed to it, the ones queued for an
+// in-flight slot, and the reconnect grace. One lock guards it all; frames,
+// timers and dispatches take it in turn.
+type deviceState struct {
+	id    string
+	mu    sync.Mutex
+	conn  *conn  // the current connection (lease held), or nil
+	epoch string // the epoch of the last accepted hello
+	calls map[string]*Call
+	queue []*Call
+	grace clock.Timer // the reconnect grace, while there is no connection
+}
+
+func (s *Server) device(id string) *deviceState {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	d, ok := s.devices[id]
+	if !ok {
+		d = &deviceState{id: id, calls: map[string]*Call{}}
+		s.devices[id] = d
+	}
+	return d
+}
+
+// Failure outcomes the lane settles with itself.
+func laneFailure(code protocol.ErrorCode, format string, args ...any) protocol.Outcome {
+	return protocol.Failure{ErrorCode: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// settle ends a call (d.mu held): it leaves the device's books, its id
+// enters the settled memo if it was ever committed, the caller gets its
+// settlement, and the freed slot is refilled.
+func (s *Server) settle(d *deviceState, c *Call, state protocol.InstructionState, o protocol.Outcome) {
+	if c.state == protocol.StateTerminal || c.state == protocol.StateTerminalNeverStarted {
+		return
+	}
+	committed := c.state == protocol.StateDispatchCommitted
+	c.state = state
+	for _, t := range []clock.Timer{c.ceiling, c.gapTimer, c.cancelTimer} {
+		if t != nil {
+			t.Stop()
+		}
+	}
+	delete(d.calls, c.ID)
+	if i := slices.Index(d.queue, c); i >= 0 {
+		d.queue = slices.Delete(d.queue, i, i+1)
+	}
+	s.callsMu.Lock()
+	delete(s.calls, c.ID)
+	if committed {
+		s.memo.add(c.ID, d.id)
+	} else {
+		s.neverStarted.add(c.ID, d.id)
+	}
+	s.callsMu.Unlock()
+	c.finish(Settlement{State: state, Outcome: o})
+	s.pump(d)
+}
+
+// settleAll ends every call of the device (d.mu held): committed ones
+// terminal with o, queued ones terminal_never_started with queued.
+func (s *Server) settleAll(d *deviceState, o, queued protocol.Outcome) {
+	for _, c := range d.sortedCalls() {
+		s.settle(d, c, protocol.StateTerminal, o)
+	}
+	for len(d.queue) > 0 {
+		s.settle(d, d.queue[0], protocol.StateTerminalNeverStarted, queued)
+	}
+}
+
+// sortedCalls lists the committed calls in dispatch order.
+func (d *deviceState) sortedCalls() []*Call {
+	out := make([]*Call, 0, len(d.calls))
+	for _, c := range d.calls {
+		out = append(out, c)
+	}
+	slices.SortFunc(out, func(a, b *Call) int { return int(a.frame.IssuedSeq - b.frame.IssuedSeq) })
+	return out
+}
+
+// pump commits queued calls into free in-flight slots (d.mu held) and
+// starts their sends. The commit is crossed here, before the first byte of
+// the instruction frame is written (§5.0, R1): whatever happens to the
+// socket afterwards, the call is never sent again.
+func (s *Server) pump(d *deviceState) {
+	c := d.conn
+	if c == nil || c.state != connActive {
+		return
+	}
+	for len(d.queue) > 0 && len(d.calls) < s.cfg.MaxInflight {
+		call := d.queue[0]
+		d.queue = d.queue[1:]
+		call.state = protocol.StateDispatchCommitted
+		c.issuedSeq++
+		call.frame.Gen, call.frame.IssuedSeq = c.gen, c.issuedSeq
+		call.stream = newStream(call.Kind, s.cfg.ReorderEntries, s.cfg.ReorderBytes)
+		d.calls[call.ID] = call
+		// R12: the server's backstop; it keeps running through disconnects.
+		call.ceiling = s.cfg.Clock.AfterFunc(time.Duration(call.frame.TimeoutMs)*time.Millisecond+s.cfg.ExecutionGrace, func() {
+			s.ceilingPassed(d, call)
+		})
+		frame := call.frame
+		s.handlers.Add(1)
+		go func() {
+			defer s.handlers.Done()
+			c.sendInstruction(call, frame)
+		}()
+	}
+}
+
+func (s *Server) ceilingPassed(d *deviceState, c *Call) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if c.state != protocol.StateDispatchCommitted {
+		return
+	}
+	s.cancelRemote(d, c)
+	s.settle(d, c, protocol.StateTerminal, laneFailure(protocol.ErrOutcomeUnknown,
+		"the device gave no result within timeoutMs (%d ms) plus the %v execution grace; the command may have run", c.frame.TimeoutMs, s.cfg.ExecutionGrace))
+}
+
+// cancel is Call.Cancel (R11).
+func (s *Server) cancel(c *Call) {
+	d := s.device(c.DeviceID)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch c.state {
+	case protocol.StateQueued:
+		s.settle(d, c, protocol.StateTerminalNeverStarted, protocol.CancelledOutcome{State: protocol.CancelNotStarted})
+	case protocol.StateDispatchCommitted:
+		c.cancelWant = true
+		s.deliverCancel(d, c)
+	}
+}
+
+// deliverCancel sends a wanted cancel on the current connection, at most
+// once per generation, and (re)starts the cancel grace (d.mu held). With no
+// active connection it waits: the first active tick after a same-epoch
+// reconnect replays it. A connection that said goodbye still runs its
+// in-flight work (R15), so it still takes cancels.
+func (s *Server) deliverCancel(d *deviceState, c *Call) {
+	conn := d.conn
+	if conn == nil || !conn.takesCancels() || c.frame.Gen != conn.gen || c.cancelGen == conn.gen {
+		return
+	}
+	c.cancelGen = conn.gen
+	if c.cancelTimer != nil {
+		c.cancelTimer.Stop()
+	}
+	c.cancelTimer = s.cfg.Clock.AfterFunc(s.cfg.CancelGrace, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if c.state == protocol.StateDispatchCommitted {
+			s.settle(d, c, protocol.StateTerminal, laneFailure(protocol.ErrOutcomeUnknown,
+				"the device did not answer a cancel within %v; the command may have run", s.cfg.CancelGrace))
+		}
+	})
+	frame := &protocol.Cancel{Gen: conn.gen, InstructionID: c.ID}
+	s.handlers.Add(1)
+	go func() {
+		defer s.handlers.Done()
+		<-c.sent // never overtake the instruction frame
+		conn.write(frame)
+	}()
+}
+
+// cancelRemote tells the device to stop work the lane has written off
+// (best effort: the answer will only hit the settled memo).
+func (s *Server) cancelRemote(d *deviceState, c *Call) {
+	conn := d.conn
+	if conn == nil || !conn.takesCancels() || c.frame.Gen != conn.gen || c.cancelGen == conn.gen {
+		return
+	}
+	c.cancelGen = conn.gen
+	frame := &protocol.Cancel{Gen: conn.gen, InstructionID: c.ID}
+	s.handlers.Add(1)
+	go func() {
+		defer s.handlers.Done()
+		<-c.sent
+		conn.write(frame)
+	}()
+}
+
+// takesCancels reports whether cancels may be written to the connection
+// (d.mu held): once generationAck opened it, and through a goodbye.
+func (c *conn) takesCancels() bool { return c.state == connActive || c.state == connLeaving }
+
+// startGrace starts the reconnect grace for a device left without a
+// connection (d.mu held). When it runs out the books close (R4).
+func (s *Server) startGrace(d *deviceState) {
+	if d.grace != nil || len(d.calls)+len(d.queue) == 0 {
+		return
+	}
+	d.grace = s.cfg.Clock.AfterFunc(s.cfg.ReconnectGrace, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.conn != nil {
+			return
+		}
+		d.grace = nil
+		s.settleAll(d,
+			laneFailure(protocol.ErrOutcomeUnknown, "the device did not reconnect within the %v reconnect grace; the command may have run", s.cfg.ReconnectGrace),
+			laneFailure(protocol.ErrTargetUnavailable, "the device did not reconnect within the %v reconnect grace", s.cfg.ReconnectGrace))
+	})
+}
+
+func (d *deviceState) stopGrace() {
+	if d.grace != nil {
+		d.grace.Stop()
+		d.grace = nil
+	}
+}
+
+// Presence is what this replica knows of a device's connection.
+type Presence struct {
+	Online         bool
+	Gen            protocol.Gen
+	ConnectedSince time.Time
+	Inflight       int
+}
+
+// Presence reports a device's connection on this replica (§8: presence
+// assumes a single replica).
+func (s *Server) Presence(deviceID string) Presence {
+	s.mu.Lock()
+	d, ok := s.devices[deviceID]
+	s.mu.Unlock()
+	if !ok {
+		return Presence{}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	p := Presence{Inflight: len(d.calls)}
+	if c := d.conn; c != nil && (c.state == connActive || c.state == connAwaitingAck || c.state == connLeaving) {
+		p.Online, p.Gen, p.ConnectedSince = true, c.gen, c.connectedAt
+	}
+	return p
+}

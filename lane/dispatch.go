@@ -1,0 +1,136 @@
+package lane
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/lane/store"
+	"github.com/sema-agent/sema/protocol"
+)
+
+// Errors of Dispatch: refusals before anything is queued.
+var (
+	ErrUnknownDevice = errors.New("lane: no such device")
+)
+
+// InvalidInstructionError is an Instruction that cannot be sent as given.
+type InvalidInstructionError struct{ Detail string }
+
+func (e *InvalidInstructionError) Error() string { return "lane: invalid instruction: " + e.Detail }
+
+// protectiveFaces are the presence-typed write faces of §3.2.
+var protectiveFaces = []protocol.InstructionKind{protocol.KindWriteFileExclusive, protocol.KindWriteFileGuarded}
+
+// Dispatch sends an instruction to a device and returns its Call at once.
+// The call always ends with exactly one settlement: a device that is not
+// connected, or does not declare the kind, settles it
+// terminal_never_started (target_unavailable, not_supported) without a
+// silent queue; otherwise it waits for an in-flight slot (queued), is
+// committed and sent once (dispatch_committed, R1), and settles terminal.
+// An error means nothing was queued: the device is unknown, or the
+// instruction is invalid.
+func (s *Server) Dispatch(ctx context.Context, deviceID string, in Instruction) (*Call, error) {
+	return s.dispatch(ctx, deviceID, "", in)
+}
+
+func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instruction) (*Call, error) {
+	frame, err := s.buildFrame(in)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := s.store.Device(ctx, deviceID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && owner != "" && dev.OwnerID != owner) {
+		return nil, ErrUnknownDevice
+	}
+	if err != nil {
+		return nil, fmt.Errorf("lane: the device registry is unavailable: %w", err)
+	}
+	call := &Call{
+		ID: frame.InstructionID, DeviceID: deviceID, Kind: in.Kind, srv: s, owner: owner,
+		notify: make(chan struct{}, 1), done: make(chan struct{}), sent: make(chan struct{}),
+		state: protocol.StateQueued, frame: frame, content: in.Content, resultSeq: -1,
+	}
+	d := s.device(deviceID)
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	s.callsMu.Lock()
+	s.calls[call.ID] = call
+	s.callsMu.Unlock()
+	if refusal := s.admit(d, dev, in); refusal != nil {
+		s.settle(d, call, protocol.StateTerminalNeverStarted, refusal)
+		return call, nil
+	}
+	d.queue = append(d.queue, call)
+	s.pump(d)
+	return call, nil
+}
+
+// admit decides whether a call may be queued (d.mu held): the outcome that
+// refuses it before the commit, or nil.
+func (s *Server) admit(d *deviceState, dev store.Device, in Instruction) protocol.Outcome {
+	c := d.conn
+	switch {
+	case dev.Revoked():
+		return laneFailure(protocol.ErrTargetUnavailable, "device %s is revoked", dev.ID)
+	case s.isDraining():
+		return laneFailure(protocol.ErrTargetUnavailable, "this lane replica is shutting down")
+	case c == nil || (c.state != connActive && c.state != connAwaitingAck):
+		return laneFailure(protocol.ErrTargetUnavailable, "device %s is not connected", dev.ID)
+	case !c.supports[in.Kind]:
+		return laneFailure(protocol.ErrNotSupported, "device %s does not implement %s", dev.ID, in.Kind)
+	}
+	if in.EnvironmentSupports != nil && (in.Kind == protocol.KindWriteFile || in.Kind == protocol.KindAppendFile) {
+		for _, face := range protectiveFaces {
+			if c.supports[face] && !slices.Contains(in.EnvironmentSupports, face) {
+				// §3.2: gaining a protective face mid-task is a silent-downgrade hazard.
+				return laneFailure(protocol.ErrNotSupported,
+					"device %s gained %s after this task's environment was built; refusing a non-atomic %s", dev.ID, face, in.Kind)
+			}
+		}
+	}
+	return nil
+}
+
+// buildFrame checks an Instruction and makes its frame (gen and issuedSeq
+// are stamped at the commit).
+func (s *Server) buildFrame(in Instruction) (protocol.Instruction, error) {
+	bad := func(format string, args ...any) (protocol.Instruction, error) {
+		return protocol.Instruction{}, &InvalidInstructionError{Detail: fmt.Sprintf(format, args...)}
+	}
+	if !in.Kind.Valid() {
+		return bad("kind %q is not an instruction kind", in.Kind)
+	}
+	if in.Timeout <= 0 || in.Timeout.Milliseconds() > protocol.MaxSafeInteger {
+		return bad("timeout must be positive")
+	}
+	args := in.Args
+	if in.Kind.IsWrite() {
+		w, ok := args.(protocol.WriteArgs)
+		if !ok {
+			return bad("%s takes WriteArgs", in.Kind)
+		}
+		w.ContentLen, w.SHA256 = int64(len(in.Content)), protocol.Digest(sha256.Sum256(in.Content))
+		args = w
+	} else if in.Content != nil {
+		return bad("only the write family carries content")
+	}
+	frame := protocol.Instruction{
+		InstructionID: ids.New(ids.Instruction),
+		RootSessionID: in.RootSessionID,
+		Kind:          in.Kind,
+		Args:          args,
+		Cwd:           in.Cwd,
+		ShellEnv:      in.ShellEnv,
+		TimeoutMs:     in.Timeout.Milliseconds(),
+	}
+	// The encoder holds the frame to the executor's decoder: paths,
+	// fields and args are checked here, before anything is queued.
+	if _, err := frame.MarshalJSON(); err != nil {
+		return bad("%v", err)
+	}
+	return frame, nil
+}

@@ -1,0 +1,252 @@
+package lane
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sema-agent/sema/lane/store"
+	"github.com/sema-agent/sema/protocol"
+)
+
+// handleFrame admits one parsed frame of an established connection (§2.4
+// stage 2) and acts on it. Nothing here trusts the device: every refusal is
+// a dropped frame and an audit row, never a panic.
+func (s *Server) handleFrame(c *conn, f protocol.DeviceFrame) {
+	if _, ok := f.(*protocol.Hello); ok {
+		c.auditFrame(string(protocol.GatePreHello)) // a second hello is dropped
+		return
+	}
+	d := c.dev
+	d.mu.Lock()
+	if d.conn != c || frameGen(f) != c.gen {
+		d.mu.Unlock()
+		c.auditFrame(string(protocol.GateGenerationMismatch)) // R9
+		return
+	}
+	switch f := f.(type) {
+	case *protocol.GenerationAck:
+		s.generationAck(d, c)
+		d.mu.Unlock()
+	case *protocol.Heartbeat:
+		renew := s.cfg.Clock.Now().Sub(c.leaseRenewed) >= s.cfg.LeaseTTL/3
+		if renew {
+			c.leaseRenewed = s.cfg.Clock.Now()
+		}
+		d.mu.Unlock()
+		if renew {
+			s.renewLease(c)
+		}
+	case *protocol.Goodbye:
+		s.goodbye(d, c, f)
+		d.mu.Unlock()
+	case *protocol.Result:
+		d.mu.Unlock()
+		s.handleResult(c, f)
+	case *protocol.Chunk:
+		d.mu.Unlock()
+		s.handleChunk(c, f)
+	default:
+		d.mu.Unlock()
+	}
+}
+
+func frameGen(f protocol.DeviceFrame) protocol.Gen {
+	switch f := f.(type) {
+	case *protocol.GenerationAck:
+		return f.Gen
+	case *protocol.Heartbeat:
+		return f.Gen
+	case *protocol.Result:
+		return f.Gen
+	case *protocol.Chunk:
+		return f.Gen
+	case *protocol.Goodbye:
+		return f.Gen
+	}
+	return 0
+}
+
+// generationAck opens dispatch for the generation (R10), replays wanted
+// cancels on this first active tick (R11), and fills the in-flight slots.
+func (s *Server) generationAck(d *deviceState, c *conn) {
+	if c.state != connAwaitingAck {
+		return // a repeated ack changes nothing
+	}
+	c.state = connActive
+	for _, call := range d.sortedCalls() {
+		if call.cancelWant {
+			s.deliverCancel(d, call)
+		}
+	}
+	s.pump(d)
+}
+
+func (s *Server) renewLease(c *conn) {
+	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
+	defer cancel()
+	_, err := s.store.RenewLease(ctx, c.deviceID, c.holder, s.cfg.LeaseTTL)
+	if errors.Is(err, store.ErrLeaseLost) {
+		c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.lease_lost"})
+		c.close(websocket.StatusGoingAway, "the connection lease was lost")
+	} else if err != nil {
+		s.log.Warn("lane: renewing a lease failed", "device", c.deviceID, "err", err)
+	}
+}
+
+// goodbye stops new dispatch at once, settles what was only queued (it
+// never left the lane), keeps collecting results, and closes after graceMs
+// (R15, §1.6).
+func (s *Server) goodbye(d *deviceState, c *conn, g *protocol.Goodbye) {
+	if c.state == connLeaving {
+		return
+	}
+	c.state = connLeaving
+	for len(d.queue) > 0 {
+		s.settle(d, d.queue[0], protocol.StateTerminalNeverStarted,
+			laneFailure(protocol.ErrTargetUnavailable, "the device is shutting down (goodbye %s)", g.Reason))
+	}
+	grace := s.cfg.ReconnectGrace
+	if g.GraceMs != nil {
+		grace = time.Duration(*g.GraceMs) * time.Millisecond
+	}
+	s.audit(c.ctx, store.AuditEvent{DeviceID: d.id, Event: "device.goodbye", Reason: string(g.Reason)})
+	c.goodbyeTimer = s.cfg.Clock.AfterFunc(grace, func() { c.close(websocket.StatusNormalClosure, "goodbye grace over") })
+}
+
+// lookup finds the call a frame names (§2.4 stage 2): in flight on this
+// device, remembered as settled, or a gate refusal.
+func (s *Server) lookup(c *conn, id string) (call *Call, memoHit bool, gate protocol.GateRejectReason) {
+	s.callsMu.Lock()
+	defer s.callsMu.Unlock()
+	if call, ok := s.calls[id]; ok {
+		if call.DeviceID != c.deviceID {
+			return nil, false, protocol.GateDeviceMismatch
+		}
+		return call, false, ""
+	}
+	if dev, ok := s.memo.device(id); ok {
+		if dev != c.deviceID {
+			return nil, false, protocol.GateDeviceMismatch
+		}
+		return nil, true, ""
+	}
+	return nil, false, protocol.GateUnknownInstruction
+}
+
+// handleResult accepts a terminal result (R5, R6, §3.1, §4).
+func (s *Server) handleResult(c *conn, r *protocol.Result) {
+	call, memoHit, gate := s.lookup(c, r.InstructionID)
+	switch {
+	case gate != "":
+		c.auditFrame(string(gate))
+		return
+	case memoHit:
+		// Settled already, for whatever reason: "stop holding this frame",
+		// not "accepted" (§2.4).
+		c.write(&protocol.ResultAck{Gen: c.gen, InstructionID: r.InstructionID})
+		return
+	}
+	d := c.dev
+	d.mu.Lock()
+	switch call.state {
+	case protocol.StateTerminal:
+		// Settled by the lane between the lookup and now: as a memo hit.
+		d.mu.Unlock()
+		c.write(&protocol.ResultAck{Gen: c.gen, InstructionID: r.InstructionID})
+		return
+	case protocol.StateDispatchCommitted:
+	default:
+		d.mu.Unlock()
+		c.auditFrame(string(protocol.GateInstructionNotCommitted))
+		return
+	}
+	if r.DeviceSeq <= call.resultSeq {
+		d.mu.Unlock()
+		c.write(&protocol.ResultAck{Gen: c.gen, InstructionID: r.InstructionID}) // R6
+		return
+	}
+	call.resultSeq = r.DeviceSeq
+	outcome := r.Outcome
+	if err := protocol.CheckOutcome(call.Kind, outcome); err != nil {
+		// The frame was well formed and admitted; its outcome is refused.
+		c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.outcome_refused", Reason: string(call.Kind)})
+		outcome = laneFailure(protocol.ErrOutcomeUnknown, "the device answered with a malformed outcome (%v); the instruction may have run", err)
+	} else if err := call.stream.checkTerminal(outcome); err != nil {
+		outcome = laneFailure(protocol.ErrOutcomeUnknown, "the output stream cannot be reported faithfully: %v", err)
+	}
+	s.settle(d, call, protocol.StateTerminal, outcome)
+	d.mu.Unlock()
+	c.write(&protocol.ResultAck{Gen: c.gen, InstructionID: r.InstructionID})
+}
+
+// handleChunk accepts one chunk of a stream (§4, R7, R8).
+func (s *Server) handleChunk(c *conn, ch *protocol.Chunk) {
+	call, memoHit, gate := s.lookup(c, ch.InstructionID)
+	switch {
+	case gate != "":
+		c.auditFrame(string(gate))
+		return
+	case memoHit:
+		return // a late chunk of a settled instruction is ignored, unacked
+	}
+	d := c.dev
+	d.mu.Lock()
+	switch call.state {
+	case protocol.StateTerminal:
+		d.mu.Unlock()
+		return // settled between the lookup and now: as a memo hit, ignored
+	case protocol.StateDispatchCommitted:
+	default:
+		d.mu.Unlock()
+		c.auditFrame(string(protocol.GateInstructionNotCommitted))
+		return
+	}
+	delivered, err := call.stream.accept(*ch)
+	if err != nil {
+		s.cancelRemote(d, call)
+		s.settle(d, call, protocol.StateTerminal, laneFailure(protocol.ErrOutcomeUnknown, "the output stream failed: %v", err))
+		d.mu.Unlock()
+		return
+	}
+	for _, out := range delivered {
+		if !call.push(out, s.cfg.DeliveryEntries, s.cfg.DeliveryBytes) {
+			call.cancelWant = true // §4: a consumer that cannot keep up cancels the command
+			s.deliverCancel(d, call)
+		}
+	}
+	s.gapTimer(d, call, len(delivered) > 0)
+	watermark := call.stream.watermark
+	d.mu.Unlock()
+	c.write(&protocol.ChunkAck{Gen: c.gen, InstructionID: ch.InstructionID, UpToStreamSeq: watermark})
+}
+
+// gapTimer runs while chunks wait behind a missing streamSeq; progress
+// restarts it, and a gap it outlives fails the instruction (R8).
+func (s *Server) gapTimer(d *deviceState, call *Call, progressed bool) {
+	if !call.stream.hasGap() {
+		if call.gapTimer != nil {
+			call.gapTimer.Stop()
+			call.gapTimer = nil
+		}
+		return
+	}
+	if call.gapTimer != nil && !progressed {
+		return
+	}
+	if call.gapTimer != nil {
+		call.gapTimer.Stop()
+	}
+	missing := call.stream.watermark + 1
+	call.gapTimer = s.cfg.Clock.AfterFunc(s.cfg.GapTimeout, func() {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if call.state == protocol.StateDispatchCommitted && call.stream.hasGap() && call.stream.watermark+1 == missing {
+			s.cancelRemote(d, call)
+			s.settle(d, call, protocol.StateTerminal, laneFailure(protocol.ErrOutcomeUnknown,
+				"streamSeq %d never arrived within the %v gap timeout; output is never silently truncated", missing, s.cfg.GapTimeout))
+		}
+	})
+}

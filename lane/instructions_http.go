@@ -1,0 +1,282 @@
+package lane
+
+import (
+	"bytes"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/go-json-experiment/json/jsontext"
+
+	"github.com/sema-agent/sema/protocol"
+)
+
+// maxInstructionBody bounds POST /v1/devices/{id}/instructions: 128 MiB of
+// JSON, so about 96 MiB of write content as contentB64.
+const maxInstructionBody = 128 << 20
+
+// instructionRequest is the body of POST /v1/devices/{id}/instructions.
+type instructionRequest struct {
+	Kind          protocol.InstructionKind
+	Args          jsontext.Value
+	Cwd           string
+	ShellEnv      map[string]string
+	TimeoutMs     int64
+	Content       []byte
+	RootSessionID string
+}
+
+// parseInstructionRequest reads the closed body {"kind", "args", "cwd"?,
+// "shellEnv"?, "timeoutMs", "contentB64"?, "rootSessionId"?}; errors name
+// the field.
+func parseInstructionRequest(body []byte) (instructionRequest, *apiError) {
+	var req instructionRequest
+	shape := func(format string, args ...any) *apiError {
+		return errorf(http.StatusBadRequest, codeBodyShape, format, args...)
+	}
+	field := func(format string, args ...any) *apiError {
+		return errorf(http.StatusBadRequest, codeFieldInvalid, format, args...)
+	}
+	if !jsontext.Value(body).IsValid() {
+		return req, errorf(http.StatusBadRequest, codeInvalidJSON, "the request body is not valid JSON (or repeats a key)")
+	}
+	if jsontext.Value(body).Kind() != '{' {
+		return req, shape("the request body must be a JSON object")
+	}
+	members := map[string]jsontext.Value{}
+	d := jsontext.NewDecoder(bytes.NewReader(body))
+	d.ReadToken()
+	for d.PeekKind() != '}' {
+		name, _ := d.ReadToken()
+		key := name.String()
+		v, _ := d.ReadValue()
+		members[key] = v.Clone()
+	}
+	for key := range members {
+		switch key {
+		case "kind", "args", "cwd", "shellEnv", "timeoutMs", "contentB64", "rootSessionId":
+		default:
+			return req, shape("unknown key %q", clip(key))
+		}
+	}
+	for _, key := range []string{"kind", "args", "timeoutMs"} {
+		if _, ok := members[key]; !ok {
+			return req, shape("missing required key %q", key)
+		}
+	}
+	str := func(key string) (string, *apiError) {
+		v := members[key]
+		if v.Kind() != '"' {
+			return "", field("%s must be a string", key)
+		}
+		s, _ := jsontext.AppendUnquote(nil, v)
+		return string(s), nil
+	}
+	kind, aerr := str("kind")
+	if aerr != nil {
+		return req, aerr
+	}
+	req.Kind = protocol.InstructionKind(kind)
+	if !req.Kind.Valid() {
+		return req, field("kind %q is not an instruction kind", clip(kind))
+	}
+	if members["args"].Kind() != '{' {
+		return req, field("args must be an object")
+	}
+	req.Args = members["args"]
+	if err := json.Unmarshal(members["timeoutMs"], &req.TimeoutMs); err != nil || req.TimeoutMs <= 0 ||
+		strings.ContainsAny(string(members["timeoutMs"]), ".eE") || req.TimeoutMs > protocol.MaxSafeInteger {
+		return req, field("timeoutMs must be a positive integer")
+	}
+	if _, ok := members["cwd"]; ok {
+		if req.Cwd, aerr = str("cwd"); aerr != nil {
+			return req, aerr
+		}
+		if !protocol.ValidAbsPath(req.Cwd) {
+			return req, field("cwd must be an absolute, normalized path")
+		}
+	}
+	if _, ok := members["rootSessionId"]; ok {
+		if req.RootSessionID, aerr = str("rootSessionId"); aerr != nil {
+			return req, aerr
+		}
+	}
+	if v, ok := members["shellEnv"]; ok {
+		if err := json.Unmarshal(v, &req.ShellEnv); err != nil || v.Kind() != '{' {
+			return req, field("shellEnv must be an object of strings")
+		}
+	}
+	if _, ok := members["contentB64"]; ok {
+		s, aerr := str("contentB64")
+		if aerr != nil {
+			return req, aerr
+		}
+		if !protocol.CanonicalBase64(s) {
+			return req, field("contentB64 must be canonical standard base64")
+		}
+		req.Content, _ = base64.StdEncoding.DecodeString(s)
+		if req.Content == nil {
+			req.Content = []byte{}
+		}
+		if !req.Kind.IsWrite() {
+			return req, field("contentB64 is only for the write family")
+		}
+	}
+	return req, nil
+}
+
+// instructionArgs decodes the args for the kind. For the write family the
+// server computes contentLen and sha256, so they may not be given.
+func instructionArgs(req instructionRequest) (protocol.Args, *apiError) {
+	raw := []byte(req.Args)
+	if req.Kind.IsWrite() {
+		var keys map[string]json.RawMessage
+		json.Unmarshal(raw, &keys)
+		for _, k := range []string{"contentLen", "sha256"} {
+			if _, ok := keys[k]; ok {
+				return nil, errorf(http.StatusBadRequest, codeFieldInvalid, "args.%s is computed by the server from contentB64", k)
+			}
+		}
+		// Placeholders that pass the shared args check; buildFrame replaces them.
+		// Only the object's own closing brace goes: args may end in a nested
+		// object (writeFileGuarded's expect).
+		trimmed := bytes.TrimSuffix(bytes.TrimSpace(raw), []byte("}"))
+		sep := ","
+		if len(bytes.TrimSpace(trimmed)) == 1 { // just "{"
+			sep = ""
+		}
+		raw = append(append([]byte{}, trimmed...), sep+`"contentLen":0,"sha256":"`+strings.Repeat("0", 64)+`"}`...)
+	}
+	args, err := protocol.DecodeArgs(req.Kind, raw)
+	if err != nil {
+		return nil, errorf(http.StatusBadRequest, codeFieldInvalid, "%v", err)
+	}
+	return args, nil
+}
+
+// postInstruction is POST /v1/devices/{id}/instructions: refusals before
+// anything is queued are 4xx; otherwise a 200 NDJSON stream of events,
+// flushed as they happen, ending with the outcome.
+func (s *Server) postInstruction(w http.ResponseWriter, r *http.Request) {
+	body, aerr := readBodyLimit(r, maxInstructionBody)
+	var req instructionRequest
+	if aerr == nil {
+		req, aerr = parseInstructionRequest(body)
+	}
+	var args protocol.Args
+	if aerr == nil {
+		args, aerr = instructionArgs(req)
+	}
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if req.Kind.IsWrite() && req.Content == nil {
+		req.Content = []byte{}
+	}
+	caller := callerOf(r.Context())
+	call, err := s.dispatch(r.Context(), r.PathValue("id"), caller.ID, Instruction{
+		Kind: req.Kind, Args: args, Cwd: req.Cwd, ShellEnv: req.ShellEnv,
+		Timeout: time.Duration(req.TimeoutMs) * time.Millisecond, Content: req.Content, RootSessionID: req.RootSessionID,
+	})
+	var invalid *InvalidInstructionError
+	switch {
+	case errors.Is(err, ErrUnknownDevice):
+		writeError(w, errorf(http.StatusNotFound, codeDeviceNotFound, "you have no device %q", clip(r.PathValue("id"))))
+		return
+	case errors.As(err, &invalid):
+		writeError(w, errorf(http.StatusBadRequest, codeFieldInvalid, "%s", invalid.Detail))
+		return
+	case err != nil:
+		s.unavailable(w, r, "dispatch", err)
+		return
+	}
+	s.streamCall(w, r, call)
+}
+
+// streamCall writes a call's events as NDJSON. If the client goes away the
+// call is cancelled: nobody would see its outcome.
+func (s *Server) streamCall(w http.ResponseWriter, r *http.Request, call *Call) {
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	line := func(v any) bool {
+		b, err := json.Marshal(v)
+		if err != nil {
+			return false
+		}
+		if _, err := w.Write(append(b, '\n')); err != nil {
+			return false
+		}
+		if flusher != nil {
+			flusher.Flush()
+		}
+		return true
+	}
+	line(map[string]string{"event": "accepted", "instructionId": call.ID})
+	for {
+		e, err := call.Next(r.Context())
+		if err != nil {
+			call.Cancel()
+			return
+		}
+		if e.Chunk != nil {
+			ev := chunkEvent{Event: "chunk", Kind: e.Chunk.Kind, StreamSeq: e.Chunk.StreamSeq}
+			if e.Chunk.Kind == protocol.ChunkExit {
+				ev.ExitCode = &e.Chunk.ExitCode
+			} else {
+				b64 := base64.StdEncoding.EncodeToString(e.Chunk.Data)
+				ev.DataB64 = &b64
+			}
+			if !line(ev) {
+				call.Cancel()
+				return
+			}
+			continue
+		}
+		outcome, _ := e.Settled.Outcome.(interface{ MarshalJSON() ([]byte, error) }).MarshalJSON()
+		line(map[string]any{"event": "outcome", "state": e.Settled.State, "outcome": json.RawMessage(outcome)})
+		return
+	}
+}
+
+type chunkEvent struct {
+	Event     string             `json:"event"`
+	Kind      protocol.ChunkKind `json:"kind"`
+	StreamSeq int64              `json:"streamSeq"`
+	DataB64   *string            `json:"dataB64,omitempty"`
+	ExitCode  *int               `json:"exitCode,omitempty"`
+}
+
+// cancelInstruction is POST /v1/instructions/{id}/cancel: 202, idempotent;
+// 404 for an id the caller does not own or the lane does not know.
+func (s *Server) cancelInstruction(w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	caller := callerOf(r.Context())
+	s.callsMu.Lock()
+	call, live := s.calls[id]
+	deviceID, remembered := s.memo.device(id)
+	if !remembered {
+		deviceID, remembered = s.neverStarted.device(id)
+	}
+	s.callsMu.Unlock()
+	switch {
+	case live && call.owner == caller.ID:
+		call.Cancel()
+	case !live && remembered && s.owns(r, caller.ID, deviceID):
+		// Settled already: cancelling is a no-op.
+	default:
+		writeError(w, errorf(http.StatusNotFound, "instruction.not_found", "no instruction %q of yours is known to this lane", clip(id)))
+		return
+	}
+	writeJSON(w, http.StatusAccepted, map[string]string{"instructionId": id})
+}
+
+func (s *Server) owns(r *http.Request, identityID, deviceID string) bool {
+	d, err := s.store.Device(r.Context(), deviceID)
+	return err == nil && d.OwnerID == identityID
+}

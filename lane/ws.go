@@ -1,0 +1,136 @@
+package lane
+
+import (
+	"context"
+	"net"
+	"net/http"
+
+	"github.com/coder/websocket"
+
+	"github.com/sema-agent/sema/lane/store"
+	"github.com/sema-agent/sema/protocol"
+)
+
+// serveWebSocket is the upgrade at wsPath (§1.2): 503 while draining or when
+// the pre-auth caps are full; then the connection runs in this goroutine.
+func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
+	remote := remoteAddr(r)
+	if reason := s.enterPreAuth(remote); reason != "" {
+		s.audit(r.Context(), store.AuditEvent{Event: "device.upgrade_refused", Reason: reason})
+		w.Header().Set("Retry-After", "1")
+		http.Error(w, "the lane is draining or at its pre-auth connection cap", http.StatusServiceUnavailable)
+		return
+	}
+	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	if err != nil {
+		s.exitPreAuth(remote)
+		return // Accept has answered the request
+	}
+	// Stage 0: the transport cap. A message over it is a protocol error that
+	// closes the socket with 1009 (§2.4).
+	ws.SetReadLimit(protocol.MaxFrameBytes)
+	c := newConn(s, ws, remote)
+	c.inPreAuth = true
+	s.handlers.Add(1)
+	defer s.handlers.Done()
+	c.serve()
+}
+
+func remoteAddr(r *http.Request) string {
+	host, _, err := net.SplitHostPort(r.RemoteAddr)
+	if err != nil {
+		return r.RemoteAddr
+	}
+	return host
+}
+
+// enterPreAuth takes a pre-auth slot, or says why not: "draining",
+// "preauth_cap" or "preauth_cap_per_addr".
+func (s *Server) enterPreAuth(remote string) string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.draining:
+		return "draining"
+	case s.preAuth >= s.cfg.MaxPreAuth:
+		return "preauth_cap"
+	case s.preAuthBy[remote] >= s.cfg.MaxPreAuthPerAddr:
+		return "preauth_cap_per_addr"
+	}
+	s.preAuth++
+	s.preAuthBy[remote]++
+	return ""
+}
+
+func (s *Server) exitPreAuth(remote string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.preAuth--
+	if s.preAuthBy[remote]--; s.preAuthBy[remote] <= 0 {
+		delete(s.preAuthBy, remote)
+	}
+}
+
+// leavePreAuth releases a connection's pre-auth slot, once.
+func (s *Server) leavePreAuth(c *conn) {
+	if c.preAuthLeft.CompareAndSwap(false, true) && c.inPreAuth {
+		s.exitPreAuth(c.remote)
+	}
+}
+
+func (s *Server) isDraining() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.draining
+}
+
+// kick drops a device's connection with a bye and settles its work (revoked:
+// R13, "in-flight work is being written off as outcome-unknown").
+func (s *Server) kick(deviceID string, reason protocol.ByeReason) {
+	s.mu.Lock()
+	d, ok := s.devices[deviceID]
+	s.mu.Unlock()
+	if !ok {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.conn != nil {
+		s.drop(d, d.conn, reason)
+	}
+	d.stopGrace()
+	s.settleAll(d,
+		laneFailure(protocol.ErrOutcomeUnknown, "the device was %s while the instruction was in flight; it may have run", reason),
+		laneFailure(protocol.ErrTargetUnavailable, "the device was %s", reason))
+}
+
+// Shutdown drains the replica: new sockets get 503 and new hellos
+// helloReject draining; every connection gets bye draining; work in flight
+// settles outcome_unknown (R2: "a shutting-down replica settles its
+// in-flight work as outcome-unknown"); leases are released. It returns when
+// every connection has ended, or with ctx's error.
+func (s *Server) Shutdown(ctx context.Context) error {
+	s.mu.Lock()
+	s.draining = true
+	devices := make([]string, 0, len(s.devices))
+	for id := range s.devices {
+		devices = append(devices, id)
+	}
+	s.mu.Unlock()
+	for _, id := range devices {
+		s.kick(id, protocol.ByeDraining)
+	}
+	done := make(chan struct{})
+	go func() {
+		s.handlers.Wait()
+		close(done)
+	}()
+	var err error
+	select {
+	case <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	s.shutdownMu.Do(s.audits.close)
+	return err
+}
