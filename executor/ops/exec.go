@@ -89,6 +89,11 @@ func Exec(ctx context.Context, env *Env, req Request, sink Sink) protocol.Outcom
 	case <-em.failed:
 		why = stopSink
 	}
+	if why == stopSink && ctx.Err() != nil {
+		// A sink blocked on back-pressure may fail because ctx ended: the
+		// stop is the context's (a cancel answers cancelled, not aborted).
+		why = stopContext
+	}
 	if (why == stopContext || why == stopTimeout) && c.hasExited() {
 		why = stopNone // it finished on its own before the stop took effect (R11)
 	}

@@ -1,0 +1,108 @@
+// Package cli is the sema command line: flags and wiring only. Run is
+// the whole program; main calls it and exits with its code. Output goes
+// through Stdout and Stderr, which tests replace.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/spf13/cobra"
+)
+
+// Where the CLI writes; tests replace them.
+var (
+	Stdout io.Writer = os.Stdout
+	Stderr io.Writer = os.Stderr
+	Stdin  io.Reader = os.Stdin
+)
+
+// Exit codes. A supervisor can tell the terminal ends apart: revoked and
+// upgrade-needed must not be restarted as they are; superseded and
+// already-running mean another executor serves this device.
+const (
+	ExitOK         = 0
+	ExitFailure    = 1 // anything else: bad state dir, key permissions, not enrolled, enrollment refused
+	ExitUsage      = 2 // bad flags or arguments
+	ExitRevoked    = 3 // the lane revoked this device; the key was deleted: enroll again
+	ExitSuperseded = 4 // another connection took this device's lease (bye superseded)
+	ExitUpgrade    = 5 // the lane does not speak this executor's protocol version
+	ExitLocked     = 6 // another executor on this machine already serves this device
+)
+
+// ExitError carries an exit code out of a command.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Unwrap() error { return e.Err }
+
+func exitf(code int, format string, args ...any) error {
+	return &ExitError{Code: code, Err: fmt.Errorf(format, args...)}
+}
+
+type usageError struct{ error }
+
+// Run runs the command line args and returns the process's exit code.
+func Run(ctx context.Context, args []string) int {
+	root := newRoot()
+	root.SetArgs(args)
+	root.SetOut(Stdout)
+	root.SetErr(Stderr)
+	root.SetIn(Stdin)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return ExitOK
+	}
+	fmt.Fprintln(Stderr, "sema:", err)
+	var ee *ExitError
+	var ue usageError
+	switch {
+	case errors.As(err, &ee):
+		return ee.Code
+	case errors.As(err, &ue):
+		return ExitUsage
+	}
+	return ExitFailure
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "sema",
+		Short:         "sema runs an AI agent's tools on this machine, for the device lane",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newDeviceCmd())
+	return root
+}
+
+func newDeviceCmd() *cobra.Command {
+	c := &cobra.Command{
+		Use:   "device",
+		Short: "Enroll this machine as a device and serve the lane from it",
+		Args:  cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error {
+			return usageError{errors.New("device needs a subcommand: enroll or serve")}
+		},
+	}
+	c.AddCommand(newEnrollCmd(), newServeCmd())
+	return c
+}
+
+// newLogger logs to Stderr as text. Nothing logged anywhere carries a
+// token, a key, file content, payload or command output.
+func newLogger(verbose bool) *slog.Logger {
+	level := slog.LevelInfo
+	if verbose {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(Stderr, &slog.HandlerOptions{Level: level}))
+}

@@ -1,0 +1,69 @@
+package cli
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sema-agent/sema/device"
+)
+
+// EnvAPIKey carries the user's credential for enrollment.
+const EnvAPIKey = "SEMA_API_KEY"
+
+type enrollFlags struct {
+	server, token, workspace, name, stateDir string
+}
+
+func newEnrollCmd() *cobra.Command {
+	var f enrollFlags
+	c := &cobra.Command{
+		Use:   "enroll --server URL --token TOKEN --workspace DIR [--name NAME] [--state-dir DIR]",
+		Short: "Register this machine with the lane (the user's credential comes from " + EnvAPIKey + ")",
+		Long: "enroll generates this device's Ed25519 key here (only the public key leaves the machine),\n" +
+			"registers it with the lane using a one-shot enrollment token and the user's API key\n" +
+			"($" + EnvAPIKey + "), and stores the device id beside the key. It prints the device id.\n" +
+			"--token - reads the token from standard input, keeping it out of the process list.",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error { return runEnroll(c, f) },
+	}
+	c.Flags().StringVar(&f.server, "server", "", "the lane's base URL (https://…)")
+	c.Flags().StringVar(&f.token, "token", "", "the one-shot enrollment token, or - to read it from standard input")
+	c.Flags().StringVar(&f.workspace, "workspace", "", "the directory the lane resolves relative paths against")
+	c.Flags().StringVar(&f.name, "name", "", "a display name for this device")
+	c.Flags().StringVar(&f.stateDir, "state-dir", "", "where the key and the record live (default $"+device.EnvStateDir+", else the OS config dir + /sema/device)")
+	return c
+}
+
+func runEnroll(c *cobra.Command, f enrollFlags) error {
+	if f.server == "" || f.token == "" || f.workspace == "" {
+		return usageError{errors.New("enroll needs --server, --token and --workspace")}
+	}
+	token := f.token
+	if token == "-" {
+		line, err := bufio.NewReader(Stdin).ReadString('\n')
+		if err != nil && line == "" {
+			return fmt.Errorf("reading the token from standard input: %w", err)
+		}
+		token = strings.TrimSpace(line)
+	}
+	dir, err := device.StateDir(f.stateDir)
+	if err != nil {
+		return err
+	}
+	rec, err := device.Enroll(c.Context(), device.EnrollOptions{
+		Server: f.server, Token: token, APIKey: os.Getenv(EnvAPIKey),
+		WorkspaceRoot: f.workspace, DisplayName: f.name, StateDir: dir,
+		Logger: newLogger(false),
+	})
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(Stdout, rec.DeviceID)
+	fmt.Fprintf(Stderr, "Enrolled as %s (state dir %s). Start serving with: sema device serve --state-dir %s\n", rec.DeviceID, dir, dir)
+	return nil
+}

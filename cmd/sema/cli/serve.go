@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"path/filepath"
+	"runtime/debug"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sema-agent/sema/device"
+	"github.com/sema-agent/sema/executor"
+)
+
+type serveFlags struct {
+	stateDir string
+	verbose  bool
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	c := &cobra.Command{
+		Use:   "serve [--state-dir DIR]",
+		Short: "Hold the lane and run its instructions on this machine until stopped",
+		Long: "serve dials out to the lane (no listening socket, ever), proves the device's identity and\n" +
+			"runs the instructions it is sent. SIGTERM or SIGINT stops it gracefully (exit 0).\n" +
+			"Exit codes: 3 revoked (key deleted: enroll again), 4 superseded by another executor,\n" +
+			"5 upgrade needed, 6 another serve of this device is already running, 1 other errors.",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error { return runServe(c, f) },
+	}
+	c.Flags().StringVar(&f.stateDir, "state-dir", "", "where the key and the record live (default $"+device.EnvStateDir+", else the OS config dir + /sema/device)")
+	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log more")
+	return c
+}
+
+func runServe(c *cobra.Command, f serveFlags) error {
+	dir, err := device.StateDir(f.stateDir)
+	if err != nil {
+		return err
+	}
+	rec, err := device.LoadRecord(dir)
+	if errors.Is(err, device.ErrNotEnrolled) {
+		return fmt.Errorf("%w: run `sema device enroll` first", err)
+	}
+	if err != nil {
+		return err
+	}
+	if rec.RevokedAt != nil {
+		return exitf(ExitRevoked, "device %s was revoked on %s; enroll again (it yields a new device id)", rec.DeviceID, rec.RevokedAt.Format(time.RFC3339))
+	}
+	key, err := device.LoadKey(dir)
+	if err != nil {
+		return err
+	}
+	lock, warn, err := device.AcquireLock(dir, "", rec.DeviceID)
+	var locked *device.LockedError
+	if errors.As(err, &locked) {
+		return &ExitError{Code: ExitLocked, Err: locked}
+	}
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
+	log := newLogger(f.verbose)
+	if warn != nil {
+		log.Warn("single-instance lock", "warning", warn)
+	}
+	rt, err := executor.New(executor.Config{
+		DeviceID:        rec.DeviceID,
+		Key:             key,
+		Server:          rec.Server,
+		WorkspaceRoot:   rec.WorkspaceRoot,
+		Logger:          log,
+		StatusPath:      filepath.Join(dir, device.StatusFile),
+		ExecutorVersion: version(),
+	})
+	if err != nil {
+		return err
+	}
+	err = rt.Run(c.Context())
+	var upgrade *executor.UpgradeRequiredError
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, executor.ErrRevoked):
+		if merr := device.MarkRevoked(dir, time.Now()); merr != nil {
+			log.Error("could not delete the key material", "err", merr)
+		}
+		return exitf(ExitRevoked, "device %s has been revoked; its key was deleted from %s. Enroll again: it yields a new device id", rec.DeviceID, dir)
+	case errors.Is(err, executor.ErrSuperseded):
+		return &ExitError{Code: ExitSuperseded, Err: err}
+	case errors.As(err, &upgrade):
+		return &ExitError{Code: ExitUpgrade, Err: err}
+	}
+	return err
+}
+
+// version is the module version the binary was built from, or "dev".
+func version() string {
+	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
+		return bi.Main.Version
+	}
+	return "dev"
+}

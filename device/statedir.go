@@ -1,0 +1,56 @@
+package device
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// EnvStateDir names the environment variable that overrides the default
+// state dir (a --state-dir flag overrides both).
+const EnvStateDir = "SEMA_DEVICE_DIR"
+
+// Files in the state dir.
+const (
+	KeyFile    = "device.key"  // the Ed25519 private key, PKCS#8 PEM, mode 0600
+	RecordFile = "device.json" // the device record, mode 0600
+	StatusFile = "status.json" // what `sema device status` reads, mode 0600
+)
+
+// StateDir resolves the state dir: flag when non-empty, else $SEMA_DEVICE_DIR,
+// else the OS config dir (os.UserConfigDir) + /sema/device. The result is
+// absolute and clean; the directory is not created.
+func StateDir(flag string) (string, error) {
+	dir := flag
+	if dir == "" {
+		dir = os.Getenv(EnvStateDir)
+	}
+	if dir == "" {
+		base, err := os.UserConfigDir()
+		if err != nil {
+			return "", fmt.Errorf("no state dir: pass --state-dir or set %s (%v)", EnvStateDir, err)
+		}
+		dir = filepath.Join(base, "sema", "device")
+	}
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("state dir %q: %w", dir, err)
+	}
+	return abs, nil
+}
+
+// EnsureStateDir creates dir (and its parents) with mode 0700 if it does not
+// exist, and refuses a path that exists and is not a directory.
+func EnsureStateDir(dir string) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("create state dir: %w", err)
+	}
+	fi, err := os.Stat(dir)
+	if err != nil {
+		return fmt.Errorf("state dir: %w", err)
+	}
+	if !fi.IsDir() {
+		return fmt.Errorf("state dir %s is not a directory", dir)
+	}
+	return nil
+}

@@ -1,0 +1,516 @@
+package executor
+
+import (
+	"context"
+	"crypto/ed25519"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"runtime"
+	"sync/atomic"
+	"time"
+
+	"github.com/coder/websocket"
+
+	"github.com/sema-agent/sema/executor/ops"
+	"github.com/sema-agent/sema/protocol"
+)
+
+// A session is one socket: handshake, fence, generationAck, then three
+// goroutines until the socket ends — the reader (frames in, dispatched at
+// once), the writer (the only goroutine that writes: control frames first,
+// then the outbox) and the heartbeat. Each has one owner (serve), closes
+// its done channel on return, and stops when the session context ends.
+
+var (
+	errHandshakeTimeout = errors.New("no helloAck within the handshake deadline")
+	errByeDraining      = errors.New("the lane said bye: draining")
+	errSocketEnded      = errors.New("the socket ended")
+)
+
+type session struct {
+	rt   *Runtime
+	conn *websocket.Conn
+	gen  protocol.Gen
+	hb   time.Duration
+
+	ctrl    chan protocol.DeviceFrame // heartbeats and goodbye, ahead of the outbox
+	goodbye atomic.Bool               // sent: new instructions are failed explicitly
+	bye     atomic.Value              // protocol.ByeReason, once received
+}
+
+// connect runs one socket from discovery to its end.
+func (rt *Runtime) connect(ctx context.Context) sessionEnd {
+	wsURL, err := rt.discover(ctx)
+	if err != nil {
+		return sessionEnd{err: err}
+	}
+	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	conn, _, err := websocket.Dial(dctx, wsURL, &websocket.DialOptions{HTTPClient: rt.cfg.HTTPClient})
+	cancel()
+	if err != nil {
+		return sessionEnd{err: fmt.Errorf("dial %s: %w", wsURL, err)}
+	}
+	defer conn.CloseNow()
+	// Frames from the lane are at most 1 MiB (§2.1); the library closes
+	// the socket (1009) on a larger one.
+	conn.SetReadLimit(protocol.MaxFrameBytes)
+
+	s := &session{rt: rt, conn: conn, ctrl: make(chan protocol.DeviceFrame, 8)}
+	ack, end := s.handshake(ctx)
+	if ack == nil {
+		return end
+	}
+	s.gen = ack.Gen
+	s.hb = time.Duration(ack.HeartbeatIntervalMs) * time.Millisecond
+	rt.log.Info("hello accepted", "gen", s.gen.String(), "pending", len(ack.PendingInstructions), "heartbeatMs", ack.HeartbeatIntervalMs, "maxInflight", ack.MaxInflight)
+
+	// The fence (§1.5, R2, R10): keep the listed, stop and forget the rest,
+	// trim the outbox to the watermarks, and only then generationAck.
+	unknown, err := rt.tab.fence(ack.PendingInstructions, rt.cfg.FenceWait)
+	if err != nil {
+		conn.Close(websocket.StatusTryAgainLater, "fence incomplete")
+		return sessionEnd{err: fmt.Errorf("fence: %w", err), handshook: true}
+	}
+	if ctx.Err() != nil {
+		return sessionEnd{shutdown: true, handshook: true}
+	}
+	for _, id := range rt.out.resume(ack.ChunkWatermarks) {
+		rt.log.Error("the lane's watermark is below chunks it already acked; the stream cannot be completed", "instructionId", id)
+	}
+	for _, id := range unknown {
+		// Listed, but its instruction frame never reached this process
+		// (same epoch, nothing parsed): it never started here.
+		if e := rt.tab.add(id, ""); e != nil {
+			rt.log.Warn("the lane lists an instruction this executor never received", "instructionId", id)
+			rt.tab.answerNow(e, protocol.Fail(protocol.ErrTargetUnavailable,
+				"this instruction never reached the executor (the connection dropped while it was being sent); it never started"))
+		}
+	}
+	if err := s.write(ctx, &protocol.GenerationAck{Gen: s.gen}); err != nil {
+		return sessionEnd{err: err, handshook: true}
+	}
+	rt.mu.Lock()
+	rt.sessions++
+	rt.mu.Unlock()
+	rt.status.update(func(st *Status) {
+		st.Connected, st.Gen, st.LastError, st.Inflight = true, s.gen.String(), "", rt.tab.inflight()
+	})
+	return s.serve(ctx)
+}
+
+// handshake reads the challenge, sends the signed hello and reads the
+// answer, all within the handshake deadline (§1.2). It returns the helloAck,
+// or nil and how the session ended.
+func (s *session) handshake(ctx context.Context) (*protocol.HelloAck, sessionEnd) {
+	rt := s.rt
+	hctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	deadline := rt.cfg.Clock.AfterFunc(protocol.HandshakeDeadline, func() { cancel(errHandshakeTimeout) })
+	defer deadline.Stop()
+	fail := func(err error) (*protocol.HelloAck, sessionEnd) {
+		if ctx.Err() != nil {
+			return nil, sessionEnd{shutdown: true}
+		}
+		if c := context.Cause(hctx); c != nil && !errors.Is(c, context.Canceled) {
+			err = c
+		}
+		return nil, sessionEnd{err: fmt.Errorf("handshake: %w", err)}
+	}
+
+	f, err := s.readFrame(hctx)
+	if err != nil {
+		return fail(err)
+	}
+	ch, ok := f.(*protocol.Challenge)
+	if !ok {
+		return fail(fmt.Errorf("expected challenge, got %s", f.Type()))
+	}
+	payload, err := protocol.HelloSignaturePayload(ch.Nonce, rt.cfg.DeviceID, rt.epoch, protocol.ProtocolVersion)
+	if err != nil {
+		return fail(err)
+	}
+	hello := &protocol.Hello{
+		ProtocolVersion: protocol.ProtocolVersion,
+		DeviceID:        rt.cfg.DeviceID,
+		Epoch:           rt.epoch,
+		SignatureB64:    base64.StdEncoding.EncodeToString(ed25519.Sign(rt.cfg.Key, payload)),
+		Platform:        protocol.Platform{OS: runtime.GOOS, Arch: runtime.GOARCH, ExecutorVersion: rt.cfg.ExecutorVersion},
+		WorkspaceRoot:   rt.cfg.WorkspaceRoot,
+		PathFlavor:      "posix",
+		Supports:        rt.supports,
+	}
+	rt.mu.Lock()
+	resumed := rt.sessions > 0
+	rt.mu.Unlock()
+	if resumed {
+		hello.Resuming = &protocol.Resuming{UnackedResults: rt.out.unackedResults()}
+	}
+	if err := s.write(hctx, hello); err != nil {
+		return fail(err)
+	}
+	for {
+		f, err = s.readFrame(hctx)
+		if err != nil {
+			return fail(err)
+		}
+		switch f := f.(type) {
+		case *protocol.HelloAck:
+			return f, sessionEnd{}
+		case *protocol.HelloReject:
+			return nil, rt.rejected(f)
+		case *protocol.Ping:
+			continue
+		default:
+			return fail(fmt.Errorf("expected helloAck or helloReject, got %s", f.Type()))
+		}
+	}
+}
+
+// rejected maps a helloReject to the reaction of §1.4.
+func (rt *Runtime) rejected(r *protocol.HelloReject) sessionEnd {
+	err := fmt.Errorf("helloReject %s", r.Code)
+	switch r.Code {
+	case protocol.RejectRevoked:
+		return sessionEnd{err: err, terminal: ErrRevoked}
+	case protocol.RejectProtocolVersionUnsupported:
+		return sessionEnd{err: err, terminal: &UpgradeRequiredError{Ours: protocol.ProtocolVersion, Min: r.MinProtocolVersion}}
+	case protocol.RejectAuthFailed:
+		rt.log.Warn("the lane refused this device's hello (auth_failed); if this never clears, the enrollment is gone: enroll again")
+	case protocol.RejectAlreadyConnected:
+		rt.log.Warn("the lane holds another connection for this device (already_connected); its lease expires on its own")
+	}
+	return sessionEnd{err: err} // auth_failed, draining, already_connected: back off and retry
+}
+
+// readFrame reads and decodes one server frame.
+func (s *session) readFrame(ctx context.Context) (protocol.ServerFrame, error) {
+	typ, data, err := s.conn.Read(ctx)
+	if err != nil {
+		return nil, err
+	}
+	kind := protocol.TextMessage
+	if typ != websocket.MessageText {
+		kind = protocol.BinaryMessage
+	}
+	return protocol.DecodeServerFrame(kind, data)
+}
+
+// write encodes and writes one frame.
+func (s *session) write(ctx context.Context, f protocol.DeviceFrame) error {
+	b, err := f.MarshalJSON()
+	if err != nil {
+		return err
+	}
+	return s.conn.Write(ctx, websocket.MessageText, b)
+}
+
+// serve runs the socket after generationAck until it ends or ctx (the
+// process) ends, which starts the graceful shutdown (R15).
+func (s *session) serve(ctx context.Context) sessionEnd {
+	sctx, stop := context.WithCancelCause(context.Background())
+	defer stop(nil)
+	readDone, writeDone, beatDone := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	go func() {
+		defer close(readDone)
+		stop(s.readLoop(sctx))
+	}()
+	go func() {
+		defer close(writeDone)
+		stop(s.writeLoop(sctx))
+	}()
+	go func() {
+		defer close(beatDone)
+		s.heartbeatLoop(sctx)
+	}()
+
+	shutdown := false
+	select {
+	case <-sctx.Done():
+	case <-ctx.Done():
+		shutdown = true
+		s.shutdown(sctx)
+		s.conn.Close(websocket.StatusNormalClosure, "shutdown")
+		stop(errShutdown)
+	}
+	s.conn.CloseNow()
+	<-readDone
+	<-writeDone
+	<-beatDone
+	s.rt.tab.endPayloads()
+
+	end := sessionEnd{err: context.Cause(sctx), handshook: true, shutdown: shutdown}
+	if r, ok := s.bye.Load().(protocol.ByeReason); ok && !shutdown {
+		switch r {
+		case protocol.ByeRevoked:
+			end.terminal = ErrRevoked
+		case protocol.ByeSuperseded:
+			end.terminal = ErrSuperseded
+		default:
+			end.err = errByeDraining
+		}
+	}
+	return end
+}
+
+// shutdown is R15 and §1.6: goodbye, let in-flight work finish within the
+// grace, stop what is left (answered aborted), and give the results a
+// bounded time to be acked. Instructions that arrive meanwhile are failed
+// explicitly (see receive).
+func (s *session) shutdown(sctx context.Context) {
+	rt := s.rt
+	s.goodbye.Store(true)
+	grace := (rt.cfg.ShutdownGrace + rt.cfg.FlushTimeout).Milliseconds()
+	select {
+	case s.ctrl <- &protocol.Goodbye{Gen: s.gen, Reason: protocol.GoodbyeShutdown, GraceMs: &grace}:
+	case <-sctx.Done():
+		return
+	}
+	rt.log.Info("goodbye sent; finishing in-flight work", "inflight", len(rt.tab.inflight()), "grace", rt.cfg.ShutdownGrace.String())
+	if !rt.waitUntil(sctx, rt.cfg.ShutdownGrace, func() bool { return len(rt.tab.inflight()) == 0 }) && sctx.Err() == nil {
+		rt.log.Warn("in-flight work did not finish within the grace; stopping it", "inflight", len(rt.tab.inflight()))
+		rt.tab.stopAll(errShutdown)
+	}
+	if !rt.waitUntil(sctx, rt.cfg.FlushTimeout, func() bool { return rt.out.pending() == 0 }) {
+		rt.log.Warn("some results were not acknowledged before exit", "held", rt.out.pending())
+	}
+}
+
+// waitUntil waits until cond holds (rechecked whenever the outbox or the
+// table changes), d elapses (false) or ctx ends (false).
+func (rt *Runtime) waitUntil(ctx context.Context, d time.Duration, cond func() bool) bool {
+	t := rt.cfg.Clock.NewTimer(d)
+	defer t.Stop()
+	for {
+		ch := rt.out.changed()
+		if cond() {
+			return true
+		}
+		select {
+		case <-ch:
+		case <-t.C():
+			return cond()
+		case <-ctx.Done():
+			return false
+		}
+	}
+}
+
+// readLoop reads frames until the socket ends, dispatching each at once.
+func (s *session) readLoop(ctx context.Context) error {
+	for {
+		f, err := s.readFrame(ctx)
+		var ie *protocol.InstructionError
+		switch {
+		case errors.As(err, &ie):
+			s.rt.receiveInvalid(s, ie)
+			continue
+		case err != nil && isFrameError(err):
+			s.rt.log.Warn("dropped a malformed frame from the lane", "err", err)
+			continue
+		case err != nil:
+			return fmt.Errorf("%w: %w", errSocketEnded, err)
+		}
+		if s.dispatch(ctx, f) {
+			return errSocketEnded
+		}
+	}
+}
+
+func isFrameError(err error) bool {
+	var fe *protocol.FrameError
+	return errors.As(err, &fe)
+}
+
+// dispatch handles one frame; true means the socket is over (bye).
+func (s *session) dispatch(ctx context.Context, f protocol.ServerFrame) bool {
+	rt := s.rt
+	stale := func(g protocol.Gen) bool {
+		if g != s.gen {
+			rt.log.Warn("dropped a frame stamped with another generation", "type", f.Type(), "gen", g.String(), "current", s.gen.String())
+			return true
+		}
+		return false
+	}
+	switch f := f.(type) {
+	case *protocol.Instruction:
+		rt.receive(s, f)
+	case *protocol.Payload:
+		if !stale(f.Gen) {
+			rt.routePayload(ctx, f)
+		}
+	case *protocol.Cancel:
+		if !stale(f.Gen) {
+			rt.receiveCancel(f.InstructionID)
+		}
+	case *protocol.ResultAck:
+		if !stale(f.Gen) && rt.out.resultAck(f.InstructionID) {
+			rt.tab.release(f.InstructionID)
+		}
+	case *protocol.ChunkAck:
+		if !stale(f.Gen) && !rt.out.chunkAck(f.InstructionID, f.UpToStreamSeq) {
+			rt.log.Warn("chunkAck beyond the chunks sent", "instructionId", f.InstructionID, "upTo", f.UpToStreamSeq)
+		}
+	case *protocol.Bye:
+		s.bye.Store(f.Reason)
+		rt.log.Warn("the lane said bye", "reason", f.Reason)
+		return true
+	case *protocol.Ping:
+		// Declared, never sent today (§8): accepted and ignored.
+	default:
+		rt.log.Warn("ignored an unexpected frame after the handshake", "type", f.Type())
+	}
+	return false
+}
+
+// writeLoop is the socket's only writer: control frames (heartbeat,
+// goodbye) first, then whatever the outbox has to send.
+func (s *session) writeLoop(ctx context.Context) error {
+	rt := s.rt
+	for {
+		select {
+		case f := <-s.ctrl:
+			if err := s.write(ctx, f); err != nil {
+				return fmt.Errorf("%w: %w", errSocketEnded, err)
+			}
+			continue
+		default:
+		}
+		fr, gaveUp, ok := rt.out.pull(s.gen)
+		for _, id := range gaveUp {
+			rt.giveUp(id, "sent on too many sockets without an ack")
+		}
+		if ok {
+			id, b, err := fr.encode()
+			if err != nil {
+				rt.log.Error("a frame could not be encoded; its instruction is given up", "instructionId", id, "err", err)
+				rt.giveUp(id, "unencodable")
+				continue
+			}
+			if err := s.conn.Write(ctx, websocket.MessageText, b); err != nil {
+				return fmt.Errorf("%w: %w", errSocketEnded, err)
+			}
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case f := <-s.ctrl:
+			if err := s.write(ctx, f); err != nil {
+				return fmt.Errorf("%w: %w", errSocketEnded, err)
+			}
+		case <-rt.out.wake:
+		}
+	}
+}
+
+// heartbeatLoop sends heartbeat every H with an increasing seq and the ids
+// whose op is running (R14), and runs the periodic chores.
+func (s *session) heartbeatLoop(ctx context.Context) {
+	rt := s.rt
+	var seq int64
+	for {
+		t := rt.cfg.Clock.NewTimer(s.hb)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C():
+		}
+		inflight := rt.tab.inflight()
+		select {
+		case s.ctrl <- &protocol.Heartbeat{Gen: s.gen, Seq: seq, Inflight: inflight}:
+			seq++
+		case <-ctx.Done():
+			return
+		}
+		for _, id := range rt.out.expired(rt.cfg.Clock.Now()) {
+			rt.giveUp(id, "no ack within the give-up time")
+		}
+		rt.status.update(func(st *Status) { st.Inflight = inflight })
+	}
+}
+
+// receive registers a parsed instruction (R1) and starts it, or answers it
+// explicitly when it must not run. It never drops one: the lane crossed its
+// one-way commit before sending it (§5.0).
+func (rt *Runtime) receive(s *session, in *protocol.Instruction) {
+	e := rt.tab.add(in.InstructionID, in.Kind)
+	if e == nil {
+		rt.log.Warn("an instruction id arrived twice; the second is ignored and never run", "instructionId", in.InstructionID)
+		return
+	}
+	rt.log.Info("instruction received", "instructionId", in.InstructionID, "kind", in.Kind, "timeoutMs", in.TimeoutMs)
+	switch {
+	case in.Gen != s.gen:
+		rt.tab.answerNow(e, protocol.Fail(protocol.ErrInvalid,
+			"the instruction is stamped with generation %s but this connection is generation %s; it was not run", in.Gen, s.gen))
+	case s.goodbye.Load():
+		rt.tab.answerNow(e, protocol.Fail(protocol.ErrTargetUnavailable,
+			"the executor is shutting down (goodbye sent); this instruction was not started"))
+	case !rt.declared(in.Kind):
+		rt.tab.answerNow(e, protocol.Fail(protocol.ErrNotSupported, "this executor does not declare %s", in.Kind))
+	default:
+		rt.tab.start(e, ops.Request{
+			InstructionID: in.InstructionID,
+			Kind:          in.Kind,
+			Args:          in.Args,
+			Cwd:           in.Cwd,
+			ShellEnv:      in.ShellEnv,
+			Timeout:       time.Duration(in.TimeoutMs) * time.Millisecond,
+			Payload:       e.payload,
+		})
+	}
+}
+
+// receiveInvalid answers an instruction whose kind, args or cwd cannot be
+// run as sent, with the failure the decoder named.
+func (rt *Runtime) receiveInvalid(s *session, ie *protocol.InstructionError) {
+	e := rt.tab.add(ie.InstructionID, "")
+	if e == nil {
+		return
+	}
+	rt.log.Warn("instruction refused as sent", "instructionId", ie.InstructionID, "kind", ie.Kind, "code", ie.Code)
+	rt.tab.answerNow(e, ie.Failure())
+}
+
+// receiveCancel handles cancel (R11). A cancel for an id this process never
+// received answers not_started: the work never began here.
+func (rt *Runtime) receiveCancel(id string) {
+	if rt.tab.cancel(id) {
+		return
+	}
+	if e := rt.tab.add(id, ""); e != nil {
+		rt.log.Warn("cancel for an instruction this executor never received; answered not_started", "instructionId", id)
+		rt.tab.answerNow(e, protocol.CancelledOutcome{State: protocol.CancelNotStarted})
+	}
+}
+
+func (rt *Runtime) declared(k protocol.InstructionKind) bool {
+	for _, s := range rt.supports {
+		if s == k {
+			return true
+		}
+	}
+	return false
+}
+
+// routePayload hands a payload frame to its write op, in order. It blocks
+// while the op's queue is full (the op writes to disk, which is quick), but
+// never past the op's end or the socket's.
+func (rt *Runtime) routePayload(ctx context.Context, p *protocol.Payload) {
+	e := rt.tab.get(p.InstructionID)
+	if e == nil || e.payload == nil || e.payEnd {
+		rt.log.Warn("dropped a payload frame for no running write", "instructionId", p.InstructionID, "part", p.Part)
+		return
+	}
+	select {
+	case e.payload <- p:
+		if p.Part == protocol.PartCommit {
+			e.payEnd = true
+			close(e.payload) // nothing follows a commit (§3.4)
+		}
+	case <-e.done:
+	case <-ctx.Done():
+	}
+}

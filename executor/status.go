@@ -1,0 +1,72 @@
+package executor
+
+import (
+	"encoding/json"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/sema-agent/sema/internal/atomicfile"
+)
+
+// Status is what the status file says, for a future `sema device status`:
+// the executor never opens a socket to answer questions (§6.1), it writes
+// this file (atomically, mode 0600) when it connects, disconnects and on
+// every heartbeat.
+type Status struct {
+	PID       int       `json:"pid"`
+	DeviceID  string    `json:"deviceId"`
+	Server    string    `json:"server"`
+	Epoch     string    `json:"epoch"`
+	Connected bool      `json:"connected"`
+	Gen       string    `json:"gen,omitempty"`
+	Inflight  []string  `json:"inflight"`
+	Since     time.Time `json:"since"` // when the process started
+	UpdatedAt time.Time `json:"updatedAt"`
+	LastError string    `json:"lastError,omitempty"`
+	Stopped   bool      `json:"stopped"` // the process has ended
+}
+
+type statusFile struct {
+	path  string
+	clock Clock
+
+	mu sync.Mutex
+	s  Status
+}
+
+func newStatusFile(path, deviceID, server, epoch string, clock Clock) *statusFile {
+	return &statusFile{path: path, clock: clock, s: Status{
+		PID: os.Getpid(), DeviceID: deviceID, Server: server, Epoch: epoch, Since: clock.Now().UTC(), Inflight: []string{},
+	}}
+}
+
+// update applies f and rewrites the file. A write failure is not fatal:
+// status is informational.
+func (f *statusFile) update(apply func(*Status)) {
+	if f == nil || f.path == "" {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	apply(&f.s)
+	if f.s.Inflight == nil {
+		f.s.Inflight = []string{}
+	}
+	f.s.UpdatedAt = f.clock.Now().UTC()
+	b, err := json.MarshalIndent(f.s, "", "  ")
+	if err == nil {
+		atomicfile.Write(f.path, append(b, '\n'), 0o600)
+	}
+}
+
+// ReadStatus reads a status file.
+func ReadStatus(path string) (Status, error) {
+	var s Status
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return s, err
+	}
+	err = json.Unmarshal(b, &s)
+	return s, err
+}
