@@ -1,0 +1,143 @@
+// Package bench measures the device lane end to end — the real lane server
+// and the real executor over loopback — against local baselines measured in
+// the same run: a local `sh -c`, a local pipe, a local copy, and ssh over
+// loopback where an sshd answers. `go test -bench . ./bench` runs the pairs;
+// `go run ./bench/ratios` prints them side by side as ratios.
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/sema-agent/sema/device"
+	"github.com/sema-agent/sema/executor"
+	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/store/sqlite"
+	"github.com/sema-agent/sema/protocol"
+)
+
+// Rig is a lane server and one enrolled executor connected to it.
+type Rig struct {
+	Lane      *lane.Server
+	DeviceID  string
+	Workspace string
+	cleanup   []func()
+}
+
+// NewRig starts a lane on a fresh SQLite store and an executor enrolled
+// into it, and waits until the device is online.
+func NewRig(ctx context.Context) (*Rig, error) {
+	r := &Rig{}
+	fail := func(err error) (*Rig, error) { r.Close(); return nil, err }
+	dir, err := os.MkdirTemp("", "sema-bench-")
+	if err != nil {
+		return nil, err
+	}
+	r.cleanup = append(r.cleanup, func() { os.RemoveAll(dir) })
+	st, err := sqlite.Open(ctx, filepath.Join(dir, "lane"))
+	if err != nil {
+		return fail(err)
+	}
+	r.cleanup = append(r.cleanup, func() { st.Close() })
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	srv, err := lane.New(lane.Config{Store: st, Logger: quiet, MaxInflight: 16})
+	if err != nil {
+		return fail(err)
+	}
+	r.Lane = srv
+	hs := httptest.NewServer(srv.Handler())
+	r.cleanup = append(r.cleanup, hs.Close, func() { srv.Shutdown(context.Background()) })
+	_, apiKey, err := lane.CreateIdentity(ctx, st, "bench")
+	if err != nil {
+		return fail(err)
+	}
+	token, err := issueToken(hs.URL, apiKey)
+	if err != nil {
+		return fail(err)
+	}
+	r.Workspace = filepath.Join(dir, "workspace")
+	if err := os.MkdirAll(r.Workspace, 0o700); err != nil {
+		return fail(err)
+	}
+	stateDir := filepath.Join(dir, "device")
+	rec, err := device.Enroll(ctx, device.EnrollOptions{Server: hs.URL, Token: token, APIKey: apiKey, WorkspaceRoot: r.Workspace, StateDir: stateDir})
+	if err != nil {
+		return fail(err)
+	}
+	r.DeviceID = rec.DeviceID
+	key, err := device.LoadKey(stateDir)
+	if err != nil {
+		return fail(err)
+	}
+	rt, err := executor.New(executor.Config{DeviceID: rec.DeviceID, Key: key, Server: rec.Server, WorkspaceRoot: r.Workspace, Logger: quiet})
+	if err != nil {
+		return fail(err)
+	}
+	rctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rt.Run(rctx) }()
+	r.cleanup = append(r.cleanup, func() { stop(); <-done })
+	deadline := time.Now().Add(30 * time.Second)
+	for !srv.Presence(rec.DeviceID).Online {
+		if time.Now().After(deadline) {
+			return fail(fmt.Errorf("bench: the device never came online"))
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return r, nil
+}
+
+// Close stops everything NewRig started, in reverse order.
+func (r *Rig) Close() {
+	for i := len(r.cleanup) - 1; i >= 0; i-- {
+		r.cleanup[i]()
+	}
+	r.cleanup = nil
+}
+
+// Run dispatches one instruction and drains it: it returns the bytes of
+// output received and the outcome, or an error if it did not succeed.
+func (r *Rig) Run(ctx context.Context, in lane.Instruction) (int64, protocol.Outcome, error) {
+	call, err := r.Lane.Dispatch(ctx, r.DeviceID, in)
+	if err != nil {
+		return 0, nil, err
+	}
+	var n int64
+	for {
+		ev, err := call.Next(ctx)
+		if err != nil {
+			return n, nil, err
+		}
+		if ev.Settled != nil {
+			if !ev.Settled.Outcome.OK() {
+				return n, ev.Settled.Outcome, fmt.Errorf("bench: %v", ev.Settled.Outcome)
+			}
+			return n, ev.Settled.Outcome, nil
+		}
+		n += int64(len(ev.Chunk.Data))
+	}
+}
+
+func issueToken(server, apiKey string) (string, error) {
+	req, _ := http.NewRequest("POST", server+"/v1/devices/enroll-tokens", bytes.NewReader(nil))
+	req.Header.Set("Authorization", "Bearer "+apiKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return "", err
+	}
+	defer resp.Body.Close()
+	var body struct{ Token string }
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Token == "" {
+		return "", fmt.Errorf("bench: issuing a token: %d %v", resp.StatusCode, err)
+	}
+	return body.Token, nil
+}

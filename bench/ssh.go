@@ -1,0 +1,85 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// sshArgs reach this machine's sshd over loopback without prompts, or nil
+// when none answers (then the ssh columns are left out).
+func sshArgs() []string {
+	args := []string{"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR", "127.0.0.1"}
+	if exec.Command("ssh", append(args, "true")...).Run() != nil {
+		return nil
+	}
+	return args
+}
+
+// SSHAvailable reports whether ssh to 127.0.0.1 works without a prompt.
+func SSHAvailable() bool { return sshArgs() != nil }
+
+// SSHTrue: `ssh 127.0.0.1 true`.
+func SSHTrue(b *testing.B) {
+	args := sshArgs()
+	if args == nil {
+		b.Skip("no sshd answers on 127.0.0.1")
+	}
+	for b.Loop() {
+		if err := exec.Command("ssh", append(args, "true")...).Run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// SSHStdout: StreamBytes of stdout over ssh.
+func SSHStdout(b *testing.B) {
+	args := sshArgs()
+	if args == nil {
+		b.Skip("no sshd answers on 127.0.0.1")
+	}
+	b.SetBytes(StreamBytes)
+	for b.Loop() {
+		cmd := exec.Command("ssh", append(args, fmt.Sprintf("head -c %d /dev/zero", StreamBytes))...)
+		out, _ := cmd.StdoutPipe()
+		if err := cmd.Start(); err != nil {
+			b.Fatal(err)
+		}
+		n, _ := io.Copy(io.Discard, out)
+		if err := cmd.Wait(); err != nil || n != StreamBytes {
+			b.Fatalf("%d bytes, %v", n, err)
+		}
+	}
+}
+
+// SSHWrite: a WriteBytes file piped over ssh into a file that is synced.
+func SSHWrite(b *testing.B) {
+	args := sshArgs()
+	if args == nil {
+		b.Skip("no sshd answers on 127.0.0.1")
+	}
+	dir := b.TempDir()
+	src := filepath.Join(dir, "src.bin")
+	if err := os.WriteFile(src, randomContent(b, WriteBytes), 0o600); err != nil {
+		b.Fatal(err)
+	}
+	dst := filepath.Join(dir, "dst.bin")
+	b.SetBytes(WriteBytes)
+	b.ResetTimer()
+	for b.Loop() {
+		in, err := os.Open(src)
+		if err != nil {
+			b.Fatal(err)
+		}
+		cmd := exec.Command("ssh", append(args, "cat > "+dst+" && sync "+dst)...)
+		cmd.Stdin = in
+		err = cmd.Run()
+		in.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+	}
+}
