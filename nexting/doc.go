@@ -1,8 +1,9 @@
 // Package nexting is the wire protocol of the nexting approval device (wire
 // major 1): LF framing, a strict codec for the 21 messages of its nine
-// profiles, Device Info parsing and negotiation. It does no I/O and keeps
-// no connection state; the host and device state machines and the
-// transports build on it. The normative text is the short spec
+// profiles, Device Info parsing and negotiation — pure, no I/O, no
+// connection state — and on top of it the host and device approval state
+// machines (pure as well: the caller passes the time), the transports, the
+// host Session and the device simulator. The normative text is the short spec
 // (nexting-wire.md) with the published profile facts; testdata/ holds the
 // published vectors and schema (see testdata/NOTICE) and the tests run
 // every vector. docs/nexting.md documents the API and every choice made
@@ -25,6 +26,16 @@
 //     error message unless replying would amplify traffic.
 //   - jsondoc.go, fields.go, validate.go: the strict JSON reader (jsontext)
 //     and the shared field readers and validators underneath.
+//   - host.go, device.go: Host and Device, the approval state machines.
+//     Inputs take the current instant; Deadline says when to Tick.
+//   - stream.go: Conn, and Stream, a Conn over any io.ReadWriter.
+//   - ble.go: the GATT design's chunker (BLESplit) and reassembler, the
+//     BLELink a stack adapter implements, and BLEConn over it.
+//   - session.go: Session, the host end of a connection: OpenStream or
+//     OpenBLE, then Ask(ctx, summary, ttl) → allow, deny, expired,
+//     cancelled or lost.
+//   - sim.go, simconn.go: Sim, the simulated device's logic, and SimConn,
+//     which serves it on a stream.
 //
 // Typical receive path of a host after reading Device Info:
 //
