@@ -49,6 +49,7 @@ func (s *Server) settle(d *deviceState, c *Call, state protocol.InstructionState
 	}
 	committed := c.state == protocol.StateDispatchCommitted
 	c.state = state
+	s.metrics.settled(state, o)
 	for _, t := range []clock.Timer{c.ceiling, c.gapTimer, c.cancelTimer} {
 		if t != nil {
 			t.Stop()

@@ -39,6 +39,7 @@ type Server struct {
 	// keeps POST /v1/instructions/{id}/cancel idempotent for them.
 	neverStarted *settledMemo
 	shutdownMu   sync.Once
+	metrics      metrics // counters for /metrics (metrics.go)
 }
 
 // New builds a Server from cfg.
@@ -166,4 +167,4 @@ func (s *Server) unavailable(w http.ResponseWriter, r *http.Request, op string, 
 }
 
 // audit queues an audit row; it never blocks the caller (see auditor).
-func (s *Server) audit(_ context.Context, e store.AuditEvent) { s.audits.add(e) }
+func (s *Server) audit(_ context.Context, e store.AuditEvent) { s.metrics.audit(e); s.audits.add(e) }

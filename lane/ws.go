@@ -21,6 +21,9 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the lane is draining or at its pre-auth connection cap", http.StatusServiceUnavailable)
 		return
 	}
+	// enterPreAuth counted this handler in s.handlers under s.mu, with its
+	// draining check: Shutdown's Wait cannot miss it.
+	defer s.handlers.Done()
 	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		s.exitPreAuth(remote)
@@ -31,8 +34,6 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(protocol.MaxFrameBytes)
 	c := newConn(s, ws, remote)
 	c.inPreAuth = true
-	s.handlers.Add(1)
-	defer s.handlers.Done()
 	c.serve()
 }
 
@@ -45,7 +46,10 @@ func remoteAddr(r *http.Request) string {
 }
 
 // enterPreAuth takes a pre-auth slot, or says why not: "draining",
-// "preauth_cap" or "preauth_cap_per_addr".
+// "preauth_cap" or "preauth_cap_per_addr". A taken slot also counts the
+// caller in s.handlers (it calls Done): the Add happens under s.mu with the
+// draining check, so it is never concurrent with Shutdown's Wait on a zero
+// count, and Shutdown never returns while an upgrade it let in still runs.
 func (s *Server) enterPreAuth(remote string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -59,6 +63,7 @@ func (s *Server) enterPreAuth(remote string) string {
 	}
 	s.preAuth++
 	s.preAuthBy[remote]++
+	s.handlers.Add(1)
 	return ""
 }
 
