@@ -55,6 +55,10 @@ type Config struct {
 	// lane gives up at timeoutMs + 30 s; default 20 s).
 	TimeoutBackstop time.Duration
 
+	// Gate, when set, is asked before each op starts and may answer the
+	// instruction instead of running it (gate.go; executor/approve).
+	Gate Gate
+
 	// Jitter returns a number in [0, 1) for the backoff; default math/rand.
 	Jitter func() float64
 }

@@ -176,7 +176,7 @@ func (t *table) start(e *entry, req ops.Request) {
 		defer close(e.done)
 		defer t.rt.out.poke()
 		defer e.running.Store(false)
-		out := t.rt.runOp(e, req)
+		out := t.rt.gatedOp(e, req)
 		t.answer(e, out)
 	}()
 }

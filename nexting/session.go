@@ -381,6 +381,7 @@ func (s *Session) settle(now time.Time) {
 	if s.ended {
 		return
 	}
+	var shown []HostAction
 	for s.current == nil && len(s.queue) > 0 {
 		a := s.queue[0]
 		s.queue = s.queue[1:]
@@ -396,8 +397,17 @@ func (s *Session) settle(now time.Time) {
 			panic("nexting: session could not present a checked request: " + err.Error())
 		}
 		s.current = a
-		s.apply(now, acts)
+		shown = append(shown, acts...)
 	}
+	// The timer is armed before the present goes out: a device (or a test
+	// on a fake clock) that sees the request may move time at once.
+	s.armTimer(now)
+	s.apply(now, shown)
+}
+
+// armTimer keeps exactly one timer armed for the earliest deadline: the
+// host's, or a waiting ask's.
+func (s *Session) armTimer(now time.Time) {
 	at, ok := s.host.Deadline()
 	for _, a := range s.queue { // a waiting ask expires on time too
 		if !ok || a.deadline.Before(at) {
@@ -451,11 +461,14 @@ func (s *Session) withdraw(now time.Time, a *ask) {
 		return
 	}
 	if a == s.current {
+		// Cancel first applies an elapsed deadline whose timer has not
+		// fired yet: the request then resolves expired (in acts) and is no
+		// longer current (ErrNotCurrent) — the deadline came first.
 		acts, err := s.host.Cancel(now, a.id)
-		if err != nil {
+		s.apply(now, acts)
+		if err != nil && !a.decided {
 			panic("nexting: session lost track of request " + a.id + ": " + err.Error())
 		}
-		s.apply(now, acts)
 		s.settle(now)
 		return
 	}

@@ -440,3 +440,50 @@ func TestOpenStreamFailures(t *testing.T) {
 		}
 	})
 }
+
+// lateClock is a fake clock whose timers never fire: a deadline passes
+// while its timer is late.
+type lateClock struct{ *clock.Fake }
+
+func (lateClock) AfterFunc(time.Duration, func()) clock.Timer { return lateTimer{} }
+
+type lateTimer struct{}
+
+func (lateTimer) Stop() bool { return true }
+
+// A context that ends after the TTL has passed, before the session's timer
+// fired: the ask ends expired (the deadline came first) and the session
+// goes on — it used to panic with its lock held.
+func TestSessionCancelAfterALateDeadline(t *testing.T) {
+	hostEnd, devEnd := transports[0].pair(t)
+	clk := lateClock{clock.NewFake(t0)}
+	sim, err := NewSim(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev := ServeSim(devEnd, sim, clock.NewFake(t0))
+	defer dev.Close()
+	sess, err := OpenStream(t.Context(), hostEnd, SessionConfig{Clock: clk})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sess.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	res := make(chan askResult, 1)
+	go func() {
+		d, err := sess.Ask(ctx, "Allow git push?", time.Second)
+		res <- askResult{d, err}
+	}()
+	waitDevice(t, dev, "r1", pendingID("r1"))
+	clk.Advance(2 * time.Second) // the TTL passes; its timer does not fire
+	cancel()
+	wantDecision(t, res, DecisionExpired)
+	next := make(chan askResult, 1)
+	go func() {
+		d, err := sess.Ask(t.Context(), "next", time.Minute)
+		next <- askResult{d, err}
+	}()
+	waitDevice(t, dev, "r2", pendingID("r2"))
+	dev.Press(ChoiceAllow)
+	wantDecision(t, next, DecisionAllow)
+}
