@@ -80,7 +80,8 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newDeviceCmd())
+	root.AddCommand(newDeviceCmd(), newServerCmd(), newTokenCmd(), newDevicesCmd(), newRunCmd(), newFSCmd(), newQuickstartCmd())
+	root.AddCommand(newNextingCmd())
 	return root
 }
 
@@ -90,10 +91,10 @@ func newDeviceCmd() *cobra.Command {
 		Short: "Enroll this machine as a device and serve the lane from it",
 		Args:  cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
-			return usageError{errors.New("device needs a subcommand: enroll or serve")}
+			return usageError{errors.New("device needs a subcommand: enroll, serve, status, forget or service")}
 		},
 	}
-	c.AddCommand(newEnrollCmd(), newServeCmd())
+	c.AddCommand(newEnrollCmd(), newServeCmd(), newStatusCmd(), newForgetCmd(), newServiceCmd())
 	return c
 }
 

@@ -16,6 +16,7 @@ import (
 type serveFlags struct {
 	stateDir string
 	verbose  bool
+	approve  approveFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -32,10 +33,14 @@ func newServeCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&f.stateDir, "state-dir", "", "where the key and the record live (default $"+device.EnvStateDir+", else the OS config dir + /sema/device)")
 	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log more")
+	f.approve.register(c)
 	return c
 }
 
 func runServe(c *cobra.Command, f serveFlags) error {
+	if err := f.approve.check(); err != nil {
+		return err
+	}
 	dir, err := device.StateDir(f.stateDir)
 	if err != nil {
 		return err
@@ -67,6 +72,11 @@ func runServe(c *cobra.Command, f serveFlags) error {
 	if warn != nil {
 		log.Warn("single-instance lock", "warning", warn)
 	}
+	gate, stopGate, err := f.approve.start(rec.WorkspaceRoot, log)
+	if err != nil {
+		return err
+	}
+	defer stopGate()
 	rt, err := executor.New(executor.Config{
 		DeviceID:        rec.DeviceID,
 		Key:             key,
@@ -75,6 +85,7 @@ func runServe(c *cobra.Command, f serveFlags) error {
 		Logger:          log,
 		StatusPath:      filepath.Join(dir, device.StatusFile),
 		ExecutorVersion: version(),
+		Gate:            gate,
 	})
 	if err != nil {
 		return err

@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+type devicesFlags struct {
+	client clientFlags
+	json   bool
+}
+
+func newDevicesCmd() *cobra.Command {
+	var f devicesFlags
+	c := &cobra.Command{
+		Use:   "devices [--server URL]",
+		Short: "List your devices: online state, generation, work in flight",
+		Long: "devices lists the devices enrolled with your API key. STATE is online (an executor holds\n" +
+			"the lane now), offline, or revoked; GEN is the connection generation; INFLIGHT the\n" +
+			"instructions running on it. Presence is the answering server's view.",
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return usageError{fmt.Errorf("devices takes no arguments (to revoke one: sema devices revoke ID)")}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error { return runDevices(c, f) },
+	}
+	addClientFlags(c, &f.client)
+	c.Flags().BoolVar(&f.json, "json", false, "print the lane's answer as JSON")
+	c.AddCommand(newRevokeCmd())
+	return c
+}
+
+func runDevices(c *cobra.Command, f devicesFlags) error {
+	api, err := f.client.client()
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	devs, err := api.devices(c.Context())
+	if err != nil {
+		return err
+	}
+	if f.json {
+		b, _ := json.MarshalIndent(map[string]any{"devices": devs}, "", "  ")
+		fmt.Fprintf(Stdout, "%s\n", b)
+		return nil
+	}
+	if len(devs) == 0 {
+		fmt.Fprintln(Stderr, "No devices yet: `sema token` prints the line that enrolls one.")
+		return nil
+	}
+	tw := tabwriter.NewWriter(Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "DEVICE\tNAME\tPLATFORM\tSTATE\tGEN\tINFLIGHT\tSINCE\tWORKSPACE")
+	for _, d := range devs {
+		state, since := "offline", "-"
+		switch {
+		case d.Revoked:
+			state, since = "revoked", ago(d.RevokedAt)
+		case d.Online:
+			state, since = "online", ago(d.ConnectedSince)
+		}
+		platform := d.PlatformOS
+		if d.PlatformArch != "" {
+			platform += "/" + d.PlatformArch
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.DeviceID, orDash(d.DisplayName), platform, state,
+			orDash(d.Gen), d.Inflight, since, d.WorkspaceRoot)
+	}
+	return tw.Flush()
+}
+
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// ago renders a wire time as a short age ("3m ago"); "-" when absent.
+func ago(wire string) string {
+	t, err := time.Parse(time.RFC3339Nano, wire)
+	if err != nil {
+		return orDash(wire)
+	}
+	d := time.Since(t).Round(time.Second)
+	if d < 0 {
+		d = 0
+	}
+	return d.String() + " ago"
+}
+
+func newRevokeCmd() *cobra.Command {
+	var f clientFlags
+	c := &cobra.Command{
+		Use:   "revoke DEVICE_ID",
+		Short: "Revoke a device for good: its executor is told, stops and deletes its key",
+		Long: "revoke is terminal: the device id can never connect again (enrolling the machine again\n" +
+			"yields a new id). A connected executor gets bye revoked, deletes its key and exits 3;\n" +
+			"its work in flight settles outcome_unknown.",
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return usageError{errors.New("revoke takes one device id")}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			api, err := f.client()
+			if err != nil {
+				return err
+			}
+			defer api.close()
+			var d deviceInfo
+			if err := api.call(c.Context(), http.MethodPost, "/v1/devices/"+url.PathEscape(args[0])+"/revoke", struct{}{}, &d); err != nil {
+				return err
+			}
+			fmt.Fprintf(Stdout, "revoked %s\n", d.DeviceID)
+			return nil
+		},
+	}
+	addClientFlags(c, &f)
+	return c
+}

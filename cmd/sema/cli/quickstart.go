@@ -1,0 +1,429 @@
+package cli
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sema-agent/sema/device"
+	"github.com/sema-agent/sema/executor"
+	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/store/sqlite"
+)
+
+type quickstartFlags struct {
+	noPrompt  bool
+	workspace string
+	listen    string
+	timeout   time.Duration
+	verbose   bool
+}
+
+func newQuickstartCmd() *cobra.Command {
+	var f quickstartFlags
+	c := &cobra.Command{
+		Use:   "quickstart [--no-prompt] [--workspace DIR]",
+		Short: "Start a lane server and an executor for this machine on loopback, and show them working",
+		Long: "quickstart needs nothing else installed. It starts a lane server (SQLite in a temp dir) on\n" +
+			"loopback, enrolls this machine into it and serves it in-process, then shows the lane working:\n" +
+			"a streamed command, a file written and read back, governance reads, each with its latency.\n" +
+			"Then every line you type runs on this machine through the lane, until Ctrl-D (Ctrl-C cancels\n" +
+			"the running command and quits). Everything it created is removed when it ends.\n" +
+			"--workspace is the executor's workspace root: where commands run (default the current dir).",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error { return runQuickstart(c, f) },
+	}
+	c.Flags().BoolVar(&f.noPrompt, "no-prompt", false, "run the demonstration and exit")
+	c.Flags().StringVar(&f.workspace, "workspace", ".", "the executor's workspace root")
+	c.Flags().StringVar(&f.listen, "listen", "127.0.0.1:0", "the lane server's address")
+	c.Flags().DurationVar(&f.timeout, "timeout", 5*time.Minute, "the time limit of each typed command")
+	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "show the lane's and the executor's logs")
+	return c
+}
+
+// quickstart is one run: everything it started, to be stopped in reverse.
+type quickstart struct {
+	c       *cobra.Command
+	f       quickstartFlags
+	tmp     string
+	log     *slog.Logger
+	cleanup []func()
+	api     *apiClient
+	dev     deviceInfo
+}
+
+func (q *quickstart) onClose(f func()) { q.cleanup = append(q.cleanup, f) }
+
+func (q *quickstart) close() {
+	for i := len(q.cleanup) - 1; i >= 0; i-- {
+		q.cleanup[i]()
+	}
+}
+
+// step runs one demonstration step and prints its line with its latency.
+func (q *quickstart) step(name string, do func() (string, error)) error {
+	start := time.Now()
+	detail, err := do()
+	ms := float64(time.Since(start).Microseconds()) / 1000
+	if err != nil {
+		fmt.Fprintf(Stdout, "  ✗ %8s     %-15s %s\n", "", name, err)
+		return fmt.Errorf("quickstart: %s: %w", name, err)
+	}
+	fmt.Fprintf(Stdout, "  ✓ %8.1f ms  %-15s %s\n", ms, name, detail)
+	return nil
+}
+
+func runQuickstart(c *cobra.Command, f quickstartFlags) error {
+	ws, err := filepath.Abs(f.workspace)
+	if err != nil {
+		return err
+	}
+	if fi, err := os.Stat(ws); err != nil || !fi.IsDir() {
+		return usageError{fmt.Errorf("--workspace %s is not a directory", f.workspace)}
+	}
+	tmp, err := os.MkdirTemp("", "sema-quickstart-")
+	if err != nil {
+		return err
+	}
+	q := &quickstart{c: c, f: f, tmp: tmp, log: slog.New(slog.DiscardHandler)}
+	if f.verbose {
+		q.log = newLogger(true)
+	}
+	q.onClose(func() { os.RemoveAll(tmp) })
+	defer q.close()
+	fmt.Fprintln(Stdout, "sema quickstart: a lane server and an executor for this machine, on loopback.")
+	fmt.Fprintln(Stdout)
+	if err := q.start(ws); err != nil {
+		return err
+	}
+	if err := q.demonstrate(); err != nil {
+		return err
+	}
+	q.explain()
+	if f.noPrompt {
+		return nil
+	}
+	return q.prompt()
+}
+
+// start brings up the lane server, enrolls this machine and serves it.
+func (q *quickstart) start(ws string) error {
+	ctx := q.c.Context()
+	var (
+		srv    *lane.Server
+		apiKey string
+	)
+	err := q.step("lane server", func() (string, error) {
+		st, err := sqlite.Open(ctx, filepath.Join(q.tmp, "server"))
+		if err != nil {
+			return "", err
+		}
+		q.onClose(func() { st.Close() })
+		if _, apiKey, err = lane.CreateIdentity(ctx, st, "quickstart"); err != nil {
+			return "", err
+		}
+		if srv, err = lane.New(lane.Config{Store: st, Logger: q.log}); err != nil {
+			return "", err
+		}
+		q.onClose(func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			srv.Shutdown(sctx)
+		})
+		ln, err := net.Listen("tcp", q.f.listen)
+		if err != nil {
+			return "", err
+		}
+		hs := newHTTPServer(srv, q.log, false)
+		served := make(chan struct{})
+		go func() {
+			defer close(served)
+			hs.Serve(ln)
+		}()
+		q.onClose(func() {
+			sctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+			defer cancel()
+			hs.Shutdown(sctx)
+			<-served
+		})
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		q.api = &apiClient{base: "http://" + ln.Addr().String(), key: apiKey, hc: &http.Client{Transport: tr}}
+		q.onClose(q.api.close)
+		return q.api.base + ", SQLite in " + q.tmp, nil
+	})
+	if err != nil {
+		return err
+	}
+
+	stateDir := filepath.Join(q.tmp, "device")
+	var rec device.Record
+	err = q.step("enroll", func() (string, error) {
+		var tok enrollToken
+		if err := q.api.call(ctx, http.MethodPost, "/v1/devices/enroll-tokens", nil, &tok); err != nil {
+			return "", err
+		}
+		host, _ := os.Hostname()
+		var err error
+		rec, err = device.Enroll(ctx, device.EnrollOptions{
+			Server: q.api.base, Token: tok.Token, APIKey: apiKey, WorkspaceRoot: ws,
+			DisplayName: host, StateDir: stateDir, HTTPClient: q.api.hc, Logger: q.log,
+		})
+		if err != nil {
+			return "", err
+		}
+		return rec.DeviceID + " (key made here, public key registered)", nil
+	})
+	if err != nil {
+		return err
+	}
+
+	return q.step("connect", func() (string, error) {
+		key, err := device.LoadKey(stateDir)
+		if err != nil {
+			return "", err
+		}
+		lock, _, err := device.AcquireLock(stateDir, filepath.Join(q.tmp, "locks"), rec.DeviceID)
+		if err != nil {
+			return "", err
+		}
+		q.onClose(lock.Release)
+		tr := http.DefaultTransport.(*http.Transport).Clone()
+		hc := &http.Client{Transport: tr}
+		rt, err := executor.New(executor.Config{
+			DeviceID: rec.DeviceID, Key: key, Server: rec.Server, WorkspaceRoot: rec.WorkspaceRoot,
+			HTTPClient: hc, Logger: q.log, StatusPath: filepath.Join(stateDir, device.StatusFile), ExecutorVersion: version(),
+		})
+		if err != nil {
+			return "", err
+		}
+		rctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+		done := make(chan error, 1)
+		go func() { done <- rt.Run(rctx) }()
+		q.onClose(func() {
+			stop() // goodbye, then the executor ends its work
+			<-done
+			hc.CloseIdleConnections()
+		})
+		tick := time.NewTicker(2 * time.Millisecond)
+		defer tick.Stop()
+		deadline := time.After(15 * time.Second)
+		for {
+			if p := srv.Presence(rec.DeviceID); p.Online {
+				q.dev = deviceInfo{DeviceID: rec.DeviceID, WorkspaceRoot: rec.WorkspaceRoot}
+				return fmt.Sprintf("online, gen %s, epoch %s", p.Gen, rt.Epoch()), nil
+			}
+			select {
+			case err := <-done:
+				done <- err
+				return "", fmt.Errorf("the executor stopped: %v", err)
+			case <-deadline:
+				return "", errors.New("the executor did not come online within 15 s")
+			case <-ctx.Done():
+				return "", ctx.Err()
+			case <-tick.C:
+			}
+		}
+	})
+}
+
+// demonstrate shows the lane working: a streamed command, a file written
+// and read back, two governance reads.
+func (q *quickstart) demonstrate() error {
+	ctx := q.c.Context()
+	fmt.Fprintln(Stdout)
+	command := `echo "hello from $(uname -sn)"; for i in 1 2 3; do echo "tick $i"; sleep 0.05; done; echo "(this line is stderr)" >&2`
+	err := q.step("execStream", func() (string, error) {
+		out := &prefixWriter{w: Stdout, prefix: "                 │ "}
+		_, err := execStream(q.c, q.api, q.dev.DeviceID, command, "", 30*time.Second, out, out)
+		out.flush()
+		if err != nil {
+			return "", err
+		}
+		return "exit 0, output streamed as it came", nil
+	})
+	if err != nil {
+		return err
+	}
+	dir := filepath.Join(q.tmp, "demo")
+	file := filepath.Join(dir, "hello.txt")
+	content := []byte("hello from sema quickstart\n")
+	run := func(kind string, args any, data []byte, want string, sink chunkSink) (outcome, error) {
+		fc := fsCall{c: q.c, api: q.api, dev: q.dev, f: &fsFlags{timeout: 30 * time.Second}}
+		return fc.run(kind, args, data, want, sink)
+	}
+	steps := []struct {
+		name string
+		do   func() (string, error)
+	}{
+		{"createDir", func() (string, error) {
+			_, err := run("createDir", map[string]any{"path": dir, "recursive": true}, nil, "void", nil)
+			return dir, err
+		}},
+		{"writeFile", func() (string, error) {
+			o, err := run("writeFile", map[string]string{"path": file}, content, "write", nil)
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("%d bytes, atomically; receipt: %s inode %s", len(content), o.CanonicalPath, o.Inode), nil
+		}},
+		{"readBinaryFile", func() (string, error) {
+			var got bytes.Buffer
+			_, err := run("readBinaryFile", map[string]string{"path": file}, nil, "read", func(_ string, b []byte) error {
+				got.Write(b)
+				return nil
+			})
+			if err != nil {
+				return "", err
+			}
+			if !bytes.Equal(got.Bytes(), content) {
+				return "", fmt.Errorf("read back %q, wrote %q", got.Bytes(), content)
+			}
+			return fmt.Sprintf("%d bytes, identical to what was written", got.Len()), nil
+		}},
+		{"canonicalPath", func() (string, error) {
+			o, err := run("canonicalPath", map[string]string{"path": file}, nil, "stat", nil)
+			return o.CanonicalPath + " (the device's real path)", err
+		}},
+		{"exists", func() (string, error) {
+			o, err := run("exists", map[string]string{"path": file + ".missing"}, nil, "stat", nil)
+			if err == nil && o.ExistsValue == nil {
+				err = errors.New("no existsValue")
+			}
+			if err != nil {
+				return "", err
+			}
+			return fmt.Sprintf("%v for %s.missing (never a guess)", *o.ExistsValue, filepath.Base(file)), nil
+		}},
+	}
+	for _, s := range steps {
+		if err := q.step(s.name, s.do); err != nil {
+			return err
+		}
+	}
+	return ctx.Err()
+}
+
+// explain prints how to use the running lane and how to connect another
+// machine to a real one.
+func (q *quickstart) explain() {
+	if !q.f.noPrompt {
+		fmt.Fprintf(Stdout, "\nThe lane works. While this runs, try it from another terminal (this lane and its key are throwaway):\n\n"+
+			"    export %s=%s %s=%s\n    sema devices\n    sema run -- uname -a\n    sema fs ls .\n",
+			EnvServer, q.api.base, EnvAPIKey, q.api.key)
+	} else {
+		fmt.Fprintln(Stdout, "\nThe lane works.")
+	}
+	keyFile := "<data>/" + AdminKeyFile
+	if dir, err := serverDataDir(""); err == nil {
+		keyFile = filepath.Join(dir, AdminKeyFile)
+	}
+	fmt.Fprintf(Stdout, `
+To connect another machine, run a lane server it can reach (its first start prints an admin API key):
+
+    sema server --listen 0.0.0.0:8420 --public-url http://THIS-HOST:8420
+    export %s=$(cat %s)
+    sema token --server http://THIS-HOST:8420
+
+then run the line it prints on the other machine, with %s set there too, and serve:
+
+    sema device enroll --server http://THIS-HOST:8420 --token set_… --workspace ~
+    sema device serve            (or, to keep it running: sema device service install --now)
+`, EnvAPIKey, shellQuote(keyFile), EnvAPIKey)
+}
+
+// prompt runs every line typed through the lane until EOF.
+func (q *quickstart) prompt() error {
+	ctx := q.c.Context()
+	fmt.Fprintln(Stdout, "\nType a command to run it on this machine through the lane; Ctrl-D quits.")
+	lines := make(chan string)
+	stop := make(chan struct{})
+	defer close(stop)
+	go func() { // ends at EOF, or with the prompt once it has a line to hand over
+		defer close(lines)
+		sc := bufio.NewScanner(Stdin)
+		for sc.Scan() {
+			select {
+			case lines <- sc.Text():
+			case <-stop:
+				return
+			}
+		}
+	}()
+	for {
+		fmt.Fprint(Stdout, "sema> ")
+		var line string
+		var ok bool
+		select {
+		case line, ok = <-lines:
+		case <-ctx.Done():
+			fmt.Fprintln(Stdout)
+			return nil
+		}
+		if !ok {
+			fmt.Fprintln(Stdout)
+			return nil
+		}
+		line = strings.TrimSpace(line)
+		switch line {
+		case "":
+			continue
+		case "exit", "quit":
+			return nil
+		}
+		start := time.Now()
+		_, err := execStream(q.c, q.api, q.dev.DeviceID, line, "", q.f.timeout, Stdout, Stderr)
+		ms := float64(time.Since(start).Microseconds()) / 1000
+		var ee *ExitError
+		switch {
+		case err == nil:
+			fmt.Fprintf(Stdout, "[exit 0 · %.1f ms]\n", ms)
+		case errors.As(err, &ee) && strings.HasPrefix(ee.Err.Error(), "command terminated"):
+			fmt.Fprintf(Stdout, "[exit %d · %.1f ms]\n", ee.Code, ms)
+		default:
+			fmt.Fprintf(Stdout, "[%v · %.1f ms]\n", err, ms)
+		}
+		if ctx.Err() != nil {
+			return nil
+		}
+	}
+}
+
+// prefixWriter indents streamed output, line by line, as it comes.
+type prefixWriter struct {
+	w       io.Writer
+	prefix  string
+	midLine bool
+}
+
+func (p *prefixWriter) Write(b []byte) (int, error) {
+	for _, line := range bytes.SplitAfter(b, []byte("\n")) {
+		if len(line) == 0 {
+			continue
+		}
+		if !p.midLine {
+			io.WriteString(p.w, p.prefix)
+		}
+		p.w.Write(line)
+		p.midLine = line[len(line)-1] != '\n'
+	}
+	return len(b), nil
+}
+
+func (p *prefixWriter) flush() {
+	if p.midLine {
+		io.WriteString(p.w, "\n")
+		p.midLine = false
+	}
+}

@@ -1,0 +1,92 @@
+package cli_test
+
+import (
+	"bytes"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/sema-agent/sema/cmd/sema/cli"
+)
+
+// runInProcess runs the CLI in this process with the given stdin and
+// returns what it wrote.
+func runInProcess(t *testing.T, stdin string, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var out, errOut syncBuffer
+	cli.Stdout, cli.Stderr, cli.Stdin = &out, &errOut, strings.NewReader(stdin)
+	defer func() { cli.Stdout, cli.Stderr, cli.Stdin = os.Stdout, os.Stderr, os.Stdin }()
+	code = cli.Run(t.Context(), args)
+	return out.String(), errOut.String(), code
+}
+
+var quickstartSteps = []string{"lane server", "enroll", "connect", "execStream", "createDir", "writeFile", "readBinaryFile", "canonicalPath", "exists"}
+
+// checkQuickstart checks the demonstration's lines and that the temp dir is
+// gone.
+func checkQuickstart(t *testing.T, out string, tmp string) {
+	t.Helper()
+	for _, step := range quickstartSteps {
+		if !regexp.MustCompile(`✓ +[0-9]+\.[0-9] ms  ` + step + ` `).MatchString(out) {
+			t.Errorf("no line for the step %s:\n%s", step, out)
+		}
+	}
+	for _, want := range []string{"│ hello from ", "│ tick 3", "27 bytes, identical", "false for hello.txt.missing",
+		"sema server --listen", "sema token --server", "sema device enroll --server", "sema device serve"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	left, _ := os.ReadDir(tmp)
+	if len(left) != 0 {
+		t.Errorf("quickstart left %v in %s", left, tmp)
+	}
+}
+
+func TestQuickstartNoPrompt(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	out, errOut, code := runInProcess(t, "", "quickstart", "--no-prompt", "--workspace", t.TempDir())
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s\n%s", code, out, errOut)
+	}
+	checkQuickstart(t, out, tmp)
+	if strings.Contains(out, "sema>") {
+		t.Error("a prompt with --no-prompt")
+	}
+}
+
+// Each typed line runs through the lane, with its exit code, until EOF.
+func TestQuickstartPrompt(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	ws := t.TempDir()
+	os.WriteFile(ws+"/marker.txt", []byte("x"), 0o600)
+	out, errOut, code := runInProcess(t, "echo typed-line\n\nls\necho to-stderr >&2; exit 3\n", "quickstart", "--workspace", ws)
+	if code != 0 {
+		t.Fatalf("exit %d:\n%s\n%s", code, out, errOut)
+	}
+	checkQuickstart(t, out, tmp)
+	for _, want := range []string{"sema> typed-line\n[exit 0 · ", "marker.txt\n[exit 0 · ", "[exit 3 · ", "SEMA_API_KEY=sema_"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the output lacks %q:\n%s", want, out)
+		}
+	}
+	if !strings.Contains(errOut, "to-stderr") {
+		t.Errorf("stderr: %q", errOut)
+	}
+	if !strings.HasSuffix(out, "sema> \n") {
+		t.Errorf("EOF did not end the prompt: %q", out[max(0, len(out)-40):])
+	}
+}
+
+// The binary, as the README runs it.
+func TestQuickstartBinary(t *testing.T) {
+	tmp := t.TempDir()
+	p := startProc(t, []string{"TMPDIR=" + tmp}, bytes.NewReader(nil), "quickstart", "--no-prompt")
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("exit %d:\n%s\n%s", code, p.stdout, p.stderr)
+	}
+	checkQuickstart(t, p.stdout.String(), tmp)
+}

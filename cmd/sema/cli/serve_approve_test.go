@@ -1,0 +1,159 @@
+package cli_test
+
+import (
+	"bytes"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sema-agent/sema/cmd/sema/cli"
+	"github.com/sema-agent/sema/internal/fakelane"
+	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/protocol"
+)
+
+// The approval flags are checked before serve touches its state dir.
+func TestServeApproveFlags(t *testing.T) {
+	policy := filepath.Join(t.TempDir(), "bad.json")
+	os.WriteFile(policy, []byte(`{"rules":[{"kinds":["shell"]}]}`), 0o600)
+	for _, c := range []struct {
+		args []string
+		code int
+		msg  string
+	}{
+		{[]string{"--approve", "serial:/dev/ttyACM0"}, cli.ExitFailure, "not available in this build"},
+		{[]string{"--approve", "ble:AA:BB:CC:DD:EE:FF"}, cli.ExitFailure, "not available in this build"},
+		{[]string{"--approve", "tcp:127.0.0.1:9"}, cli.ExitUsage, "unknown kind"},
+		{[]string{"--approve", "unix:relative.sock"}, cli.ExitUsage, "absolute"},
+		{[]string{"--approval-policy", policy}, cli.ExitUsage, "--approval-policy needs --approve"},
+		{[]string{"--approve", "unix:/nowhere.sock", "--approval-policy", policy}, cli.ExitFailure, `"shell" is not an instruction kind`},
+		{[]string{"--approve", "unix:/nowhere.sock", "--approval-policy", policy + ".missing"}, cli.ExitFailure, "no such file"},
+	} {
+		var errOut bytes.Buffer
+		cli.Stderr = &errOut
+		code := cli.Run(t.Context(), append([]string{"device", "serve", "--state-dir", filepath.Join(t.TempDir(), "none")}, c.args...))
+		cli.Stderr = os.Stderr
+		if code != c.code || !strings.Contains(errOut.String(), c.msg) {
+			t.Errorf("%v: exit %d, %q; want exit %d mentioning %q", c.args, code, errOut.String(), c.code, c.msg)
+		}
+	}
+}
+
+// simProc is a real `sema nexting sim` process, driven through its stdin.
+type simProc struct {
+	cmd  *exec.Cmd
+	keys io.WriteCloser
+	out  *nxOutput
+	done chan struct{}
+}
+
+func startSim(t *testing.T, sock string) *simProc {
+	t.Helper()
+	p := &simProc{cmd: exec.Command(semaBin, "nexting", "sim", "--listen", "unix:"+sock), out: &nxOutput{ch: make(chan struct{}, 1)}, done: make(chan struct{})}
+	p.cmd.Stdout = p.out
+	var err error
+	if p.keys, err = p.cmd.StdinPipe(); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.done)
+		p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// The whole flow with binaries: a real `sema device serve --approve` and a
+// real `sema nexting sim`, the lane faked. Deny refuses the command, allow
+// runs it, and the logs carry no command text.
+func TestServeWithTheSimulator(t *testing.T) {
+	c := ctx(t)
+	dir, err := os.MkdirTemp("", "sim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	sock := filepath.Join(dir, "s.sock")
+	sim := startSim(t, sock)
+	sim.out.waitFor(c, t, "listening on unix:"+sock)
+
+	l := fakelane.New(t, "")
+	stateDir, _ := enrolledDevice(t, l)
+	p := &serveProc{cmd: exec.Command(semaBin, "device", "serve", "--state-dir", stateDir, "--approve", "unix:"+sock),
+		stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Stderr = p.stderr
+	p.cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.done)
+		p.err = p.cmd.Wait()
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	conn, err := l.Next(c)
+	if err != nil {
+		t.Fatalf("%v; stderr:\n%s", err, p.stderr)
+	}
+	if err := conn.Handshake(c, 5, 15000, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	conn.AutoAck(true)
+	sim.out.waitFor(c, t, "host connected")
+
+	marker := filepath.Join(t.TempDir(), "ran")
+	run := func(cmd string) string {
+		id := ids.New(ids.Instruction)
+		conn.Send(&protocol.Instruction{Gen: 5, InstructionID: id, RootSessionID: "s", Kind: protocol.KindExec,
+			Args: protocol.CommandArgs{Command: cmd}, TimeoutMs: 60000})
+		return id
+	}
+	denied := run("echo SECRET-1 > " + marker)
+	sim.out.waitFor(c, t, "pending r1: Run: echo SECRET-1 > "+marker)
+	io.WriteString(sim.keys, "d\n")
+	res, err := l.Ledger.WaitResult(c, denied)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, ok := res.Outcome.(protocol.Failure); !ok || f.ErrorCode != protocol.ErrPermissionDenied || !strings.Contains(f.Message, "denied") {
+		t.Fatalf("denied: %+v", res.Outcome)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatal("a denied command ran")
+	}
+
+	allowed := run("echo SECRET-2 > " + marker)
+	sim.out.waitFor(c, t, "pending r2: Run: echo SECRET-2 > "+marker)
+	io.WriteString(sim.keys, "a\n")
+	res, err = l.Ledger.WaitResult(c, allowed)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o, ok := res.Outcome.(protocol.ExecOutcome); !ok || o.ExitCode != 0 {
+		t.Fatalf("allowed: %+v", res.Outcome)
+	}
+	if b, err := os.ReadFile(marker); err != nil || string(b) != "SECRET-2\n" {
+		t.Fatalf("side effect %q %v", b, err)
+	}
+
+	io.WriteString(sim.keys, "q")
+	<-sim.done
+	if logs := p.stderr.String(); strings.Contains(logs, "SECRET") {
+		t.Errorf("serve's logs carry command text:\n%s", logs)
+	}
+	if !strings.Contains(p.stderr.String(), "approval device connected") {
+		t.Errorf("serve did not log the device:\n%s", p.stderr)
+	}
+}

@@ -1,0 +1,303 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sema-agent/sema/internal/atomicfile"
+	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/store"
+	"github.com/sema-agent/sema/lane/store/postgres"
+	"github.com/sema-agent/sema/lane/store/sqlite"
+	"github.com/sema-agent/sema/protocol"
+)
+
+// Environment of `sema server`.
+const (
+	EnvDataDir  = "SEMA_DATA_DIR"     // the server's data dir (SQLite registry, admin.key)
+	EnvPostgres = "SEMA_POSTGRES_URL" // keeps the database URL (and its password) out of the process list
+)
+
+// AdminKeyFile is the file in the data dir that holds the first identity's
+// API key, for local use (mode 0600).
+const AdminKeyFile = "admin.key"
+
+// eventAdminCreated is the audit row that records the first start: it
+// lives in the registry, so it holds for SQLite and PostgreSQL alike.
+const eventAdminCreated = "server.admin_created"
+
+type serverFlags struct {
+	listen, data, postgres, publicURL, tlsCert, tlsKey string
+	logFormat                                          string
+	verbose                                            bool
+	shutdownTimeout                                    time.Duration
+	cfg                                                lane.Config
+}
+
+func newServerCmd() *cobra.Command {
+	var f serverFlags
+	c := &cobra.Command{
+		Use:   "server [--listen ADDR] [--data DIR | --postgres URL] [--public-url URL] [--tls-cert F --tls-key F]",
+		Short: "Run the lane server: the management API, the device WebSocket lane and /metrics",
+		Long: "server runs the lane: the HTTP API of docs/api.md, the WebSocket executors dial, and /metrics\n" +
+			"(Prometheus text format, counts only). The registry is SQLite in --data unless --postgres is given.\n" +
+			"The first start creates an admin identity, prints its API key once and writes it to\n" +
+			"<data>/" + AdminKeyFile + " (mode 0600). SIGTERM or SIGINT drains: every device gets bye draining,\n" +
+			"work in flight settles outcome_unknown, and the server exits 0.\n" +
+			"Every timing and bound takes the spec's default; the enrollment rate limit (10 per 60 s per\n" +
+			"identity) is fixed and has no flag.",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error { return runServer(c, &f) },
+	}
+	fl := c.Flags()
+	fl.StringVar(&f.listen, "listen", "127.0.0.1:8420", "the address to listen on")
+	fl.StringVar(&f.data, "data", "", "the data dir: the SQLite registry (unless --postgres) and "+AdminKeyFile+" (default $"+EnvDataDir+", else the OS config dir + /sema/server)")
+	fl.StringVar(&f.postgres, "postgres", "", "a PostgreSQL URL for the registry instead of SQLite (or $"+EnvPostgres+")")
+	fl.StringVar(&f.publicURL, "public-url", "", "the URL devices and users reach this server at, for the lines it prints (default from --listen)")
+	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
+	fl.StringVar(&f.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
+	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log more (every request)")
+	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long draining may take on SIGTERM")
+
+	cfg := &f.cfg
+	fl.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", protocol.DefaultHeartbeatInterval, "helloAck.heartbeatIntervalMs (§1.5)")
+	fl.DurationVar(&cfg.LeaseTTL, "lease-ttl", protocol.DefaultLeaseTTL, "a device's connection lease (§1.4)")
+	fl.DurationVar(&cfg.ReconnectGrace, "reconnect-grace", protocol.DefaultReconnectGrace, "how long a dropped device's work waits for it (R4)")
+	fl.DurationVar(&cfg.GapTimeout, "gap-timeout", protocol.DefaultGapTimeout, "a stream gap fails the instruction after this (R8)")
+	fl.DurationVar(&cfg.CancelGrace, "cancel-grace", protocol.DefaultCancelGrace, "a cancel must be answered within this (R11)")
+	fl.DurationVar(&cfg.ExecutionGrace, "execution-grace", protocol.DefaultExecutionGrace, "added to timeoutMs as the lane's backstop (R12)")
+	fl.DurationVar(&cfg.TokenTTL, "token-ttl", protocol.DefaultTokenTTL, "an enrollment token's lifetime (§1.1)")
+	fl.IntVar(&cfg.MaxInflight, "max-inflight", protocol.DefaultMaxInflight, "instructions in flight per device (§1.5)")
+	fl.DurationVar(&cfg.HandshakeDeadline, "handshake-deadline", protocol.HandshakeDeadline, "socket open to helloAck (§1.2)")
+	fl.IntVar(&cfg.ReorderEntries, "reorder-entries", protocol.ReorderBufferEntries, "a stream's reorder buffer, entries (§4)")
+	fl.IntVar(&cfg.ReorderBytes, "reorder-bytes", protocol.ReorderBufferBytes, "a stream's reorder buffer, decoded bytes (§4)")
+	fl.IntVar(&cfg.DeliveryEntries, "delivery-entries", 8192, "chunks a caller may leave unread before its instruction is cancelled (§4)")
+	fl.IntVar(&cfg.DeliveryBytes, "delivery-bytes", 2<<20, "bytes a caller may leave unread before its instruction is cancelled (§4)")
+	fl.IntVar(&cfg.PayloadPartBytes, "payload-part-bytes", protocol.DefaultPayloadPartBytes, "the size of a write's payload parts (§2.1)")
+	fl.IntVar(&cfg.SettledMemo, "settled-memo", protocol.SettledMemoSize, "recently settled instructions remembered (§2.4)")
+	fl.IntVar(&cfg.MaxPreAuth, "max-preauth", 1024, "sockets still in the handshake, in total (§1.2)")
+	fl.IntVar(&cfg.MaxPreAuthPerAddr, "max-preauth-per-addr", 16, "sockets still in the handshake, per remote address (§1.2)")
+	fl.DurationVar(&cfg.WriteTimeout, "write-timeout", 30*time.Second, "a socket that cannot take a frame in this time is closed")
+	return c
+}
+
+// serverDataDir resolves --data, $SEMA_DATA_DIR, or the OS config dir +
+// /sema/server.
+func serverDataDir(flag string) (string, error) {
+	dir := flag
+	if dir == "" {
+		dir = os.Getenv(EnvDataDir)
+	}
+	if dir == "" {
+		base, err := os.UserConfigDir()
+		if err != nil {
+			return "", fmt.Errorf("no data dir: pass --data or set %s (%v)", EnvDataDir, err)
+		}
+		dir = filepath.Join(base, "sema", "server")
+	}
+	return filepath.Abs(dir)
+}
+
+func runServer(c *cobra.Command, f *serverFlags) error {
+	if (f.tlsCert == "") != (f.tlsKey == "") {
+		return usageError{errors.New("--tls-cert and --tls-key go together")}
+	}
+	if f.postgres == "" {
+		f.postgres = os.Getenv(EnvPostgres)
+	}
+	log, err := serverLogger(f.logFormat, f.verbose)
+	if err != nil {
+		return err
+	}
+	dir, err := serverDataDir(f.data)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("data dir: %w", err)
+	}
+	ln, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	defer ln.Close()
+	scheme := "http"
+	if f.tlsCert != "" {
+		scheme = "https"
+	}
+	localURL := scheme + "://" + ln.Addr().String()
+	public := f.publicURL
+	if public == "" {
+		public = localURL
+	}
+	if u, err := url.Parse(public); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return usageError{fmt.Errorf("--public-url %q: want http(s)://host[:port]", f.publicURL)}
+	}
+
+	ctx := c.Context()
+	st, kind, err := openStore(ctx, dir, f.postgres)
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	if err := ensureAdmin(ctx, st, dir, public, log); err != nil {
+		return err
+	}
+	cfg := f.cfg
+	cfg.Store, cfg.Logger = st, log
+	srv, err := lane.New(cfg)
+	if err != nil {
+		return usageError{err}
+	}
+	hs := newHTTPServer(srv, log, f.verbose)
+	served := make(chan error, 1)
+	go func() {
+		if f.tlsCert != "" {
+			served <- hs.ServeTLS(ln, f.tlsCert, f.tlsKey)
+		} else {
+			served <- hs.Serve(ln)
+		}
+	}()
+	if host, _, _ := net.SplitHostPort(ln.Addr().String()); f.tlsCert == "" && !net.ParseIP(host).IsLoopback() && !strings.HasPrefix(public, "https://") {
+		log.Warn("plain HTTP on a non-loopback address: API keys and enrollment tokens cross the network in clear; " +
+			"use --tls-cert/--tls-key, or a TLS proxy and an https --public-url")
+	}
+	log.Info("lane listening", "url", localURL, "public_url", public, "store", kind, "data", dir,
+		"heartbeat_interval", cfg.HeartbeatInterval, "max_inflight", cfg.MaxInflight, "token_ttl", cfg.TokenTTL)
+
+	var serveErr error
+	select {
+	case <-ctx.Done():
+		log.Info("draining: every device gets bye draining")
+	case serveErr = <-served:
+		log.Error("the HTTP server stopped", "err", serveErr)
+	}
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), f.shutdownTimeout)
+	defer cancel()
+	drainErr := srv.Shutdown(sctx)
+	httpErr := hs.Shutdown(sctx)
+	if serveErr == nil {
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			serveErr = err
+		}
+	}
+	switch {
+	case serveErr != nil:
+		return serveErr
+	case drainErr != nil || httpErr != nil:
+		return fmt.Errorf("draining did not finish within --shutdown-timeout %v: %w", f.shutdownTimeout, errors.Join(drainErr, httpErr))
+	}
+	log.Info("stopped")
+	return nil
+}
+
+func serverLogger(format string, verbose bool) (*slog.Logger, error) {
+	opts := &slog.HandlerOptions{Level: slog.LevelInfo}
+	if verbose {
+		opts.Level = slog.LevelDebug
+	}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(Stderr, opts)), nil
+	}
+	return nil, usageError{fmt.Errorf("--log-format %q: want text or json", format)}
+}
+
+// openStore opens the registry: PostgreSQL when url is set, else SQLite in
+// dir. The URL is never logged (it may carry a password).
+func openStore(ctx context.Context, dir, pgURL string) (store.Store, string, error) {
+	if pgURL != "" {
+		st, err := postgres.Open(ctx, pgURL)
+		if err != nil {
+			return nil, "", fmt.Errorf("opening the PostgreSQL registry: %w", err)
+		}
+		return st, "postgres", nil
+	}
+	st, err := sqlite.Open(ctx, dir)
+	if err != nil {
+		return nil, "", err
+	}
+	return st, "sqlite", nil
+}
+
+// ensureAdmin creates the admin identity on the registry's first start:
+// its API key is written to <dir>/admin.key (0600) and printed once, on
+// Stdout, never logged. A registry that has one already prints nothing.
+func ensureAdmin(ctx context.Context, st store.Store, dir, public string, log *slog.Logger) error {
+	rows, err := st.AuditEvents(ctx, store.AuditFilter{Event: eventAdminCreated, Limit: 1})
+	if err != nil {
+		return fmt.Errorf("reading the registry: %w", err)
+	}
+	keyPath := filepath.Join(dir, AdminKeyFile)
+	if len(rows) > 0 {
+		if _, err := os.Stat(keyPath); err != nil {
+			log.Warn("admin identity exists, but its key file is gone; the key was shown once at the first start",
+				"identity", rows[0].IdentityID, "key_file", keyPath)
+			return nil
+		}
+		log.Info("admin identity exists", "identity", rows[0].IdentityID, "key_file", keyPath)
+		return nil
+	}
+	idn, key, err := lane.CreateIdentity(ctx, st, "admin")
+	if err != nil {
+		return err
+	}
+	if err := atomicfile.Write(keyPath, []byte(key+"\n"), 0o600); err != nil {
+		return fmt.Errorf("writing the admin key: %w", err)
+	}
+	if err := st.Audit(ctx, store.AuditEvent{IdentityID: idn.ID, Event: eventAdminCreated}); err != nil {
+		return fmt.Errorf("recording the first start: %w", err)
+	}
+	log.Info("first start: created the admin identity", "identity", idn.ID, "key_file", keyPath)
+	fmt.Fprintf(Stdout, "First start: created the admin identity. Its API key, shown this once:\n\n    %s\n\n"+
+		"It is also in %s (mode 0600). Use it with:\n\n"+
+		"    export %s=$(cat %s)\n    sema token --server %s\n\n",
+		key, keyPath, EnvAPIKey, shellQuote(keyPath), public)
+	return nil
+}
+
+// newHTTPServer mounts the lane and /metrics.
+func newHTTPServer(srv *lane.Server, log *slog.Logger, verbose bool) *http.Server {
+	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", srv.MetricsHandler())
+	mux.Handle("/", srv.Handler())
+	var h http.Handler = mux
+	if verbose {
+		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			start := time.Now()
+			mux.ServeHTTP(w, r)
+			// The path names ids at most; the query and headers (the API
+			// key) are never logged.
+			log.Debug("http", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "dur", time.Since(start))
+		})
+	}
+	return &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 10 * time.Second,
+		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+	}
+}
+
+// shellQuote quotes s for a POSIX shell when it needs it.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@%+,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
+}

@@ -1,0 +1,77 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+)
+
+type tokenFlags struct {
+	client    clientFlags
+	workspace string
+	json      bool
+}
+
+func newTokenCmd() *cobra.Command {
+	var f tokenFlags
+	c := &cobra.Command{
+		Use:   "token [--server URL] [--workspace DIR]",
+		Short: "Issue a one-shot enrollment token and print the line that enrolls a device with it",
+		Long: "token asks the lane for an enrollment token (valid 15 minutes by default, usable once) and\n" +
+			"prints the exact `sema device enroll` line to run on the device. Enrollment is authorized by\n" +
+			"your API key too: run that line where $" + EnvAPIKey + " is set to it. --server is also the URL\n" +
+			"the device will dial, so give the one the device can reach.",
+		Args: cobra.NoArgs,
+		RunE: func(c *cobra.Command, args []string) error { return runToken(c, f) },
+	}
+	addClientFlags(c, &f.client)
+	c.Flags().StringVar(&f.workspace, "workspace", "~", "the device-side workspace root to put in the enroll line")
+	c.Flags().BoolVar(&f.json, "json", false, "print the lane's answer as JSON instead")
+	return c
+}
+
+// enrollToken is the answer of POST /v1/devices/enroll-tokens.
+type enrollToken struct {
+	Token     string `json:"token"`
+	ExpiresAt string `json:"expiresAt"`
+	TTLSec    int64  `json:"ttlSec"`
+}
+
+func runToken(c *cobra.Command, f tokenFlags) error {
+	api, err := f.client.client()
+	if err != nil {
+		return err
+	}
+	defer api.close()
+	var tok enrollToken
+	if err := api.call(c.Context(), http.MethodPost, "/v1/devices/enroll-tokens", nil, &tok); err != nil {
+		return err
+	}
+	if f.json {
+		b, _ := json.Marshal(tok)
+		fmt.Fprintf(Stdout, "%s\n", b)
+		return nil
+	}
+	fmt.Fprintln(Stdout, enrollLine(api.base, tok.Token, f.workspace))
+	fmt.Fprintf(Stderr, "Run that line on the device within %v (until %s), with $%s set to your API key;\n"+
+		"the token works once. Then start the executor there: sema device serve\n",
+		time.Duration(tok.TTLSec)*time.Second, tok.ExpiresAt, EnvAPIKey)
+	return nil
+}
+
+// enrollLine is the command that enrolls a device. "~" is left for the
+// device's shell to expand.
+func enrollLine(server, token, workspace string) string {
+	ws := shellQuote(workspace)
+	switch {
+	case workspace == "~":
+		ws = "~"
+	case strings.HasPrefix(workspace, "~/"):
+		ws = "~/" + shellQuote(workspace[2:])
+	}
+	return fmt.Sprintf("sema device enroll --server %s --token %s --workspace %s", shellQuote(server), shellQuote(token), ws)
+}
