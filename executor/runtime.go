@@ -3,6 +3,7 @@ package executor
 import (
 	"context"
 	"log/slog"
+	"net/http"
 	"slices"
 	"sync"
 
@@ -23,6 +24,7 @@ type Runtime struct {
 	out       *outbox
 	tab       *table
 	status    *statusFile
+	wsClient  *http.Client // cfg.HTTPClient, its writes coalesced (coalesce.go)
 
 	mu       sync.Mutex
 	sessions int // sockets that got past helloAck
@@ -35,7 +37,7 @@ func New(cfg Config) (*Runtime, error) {
 	if err != nil {
 		return nil, err
 	}
-	rt := &Runtime{cfg: cfg, log: cfg.Logger, epoch: ids.ULID()}
+	rt := &Runtime{cfg: cfg, log: cfg.Logger, epoch: ids.ULID(), wsClient: wsHTTPClient(cfg.HTTPClient)}
 	rt.fileKinds = ops.FileKinds(&rt.cfg.Ops)
 	rt.supports = Supports(rt.fileKinds)
 	rt.out = newOutbox(outboxLimits{

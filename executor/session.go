@@ -46,7 +46,7 @@ func (rt *Runtime) connect(ctx context.Context) sessionEnd {
 		return sessionEnd{err: err}
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	conn, _, err := websocket.Dial(dctx, wsURL, &websocket.DialOptions{HTTPClient: rt.cfg.HTTPClient})
+	conn, _, err := websocket.Dial(dctx, wsURL, &websocket.DialOptions{HTTPClient: rt.wsClient})
 	cancel()
 	if err != nil {
 		return sessionEnd{err: fmt.Errorf("dial %s: %w", wsURL, err)}

@@ -1,0 +1,130 @@
+package executor
+
+import (
+	"context"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+)
+
+// The WebSocket library writes a masked client frame through a 4 KiB
+// buffer, flushing every 4 KiB: one write(2) per 4 KiB, which dominated the
+// cost of streaming output (a 64 KiB chunk is ~87 KiB on the wire). A
+// coalescingConn copies writes into a bounded buffer that one goroutine
+// drains in large writes, so the socket sees few, large writes. Nothing is
+// lost: an error is reported by the next Write and by Close, as a buffered
+// writer's is, and Close flushes what is buffered first.
+type coalescingConn struct {
+	net.Conn
+	mu      sync.Mutex
+	cond    *sync.Cond
+	buf     []byte // waiting to be written
+	spare   []byte
+	err     error // the first write error; sticky
+	closing bool
+	done    chan struct{} // closed when the drain goroutine ends
+}
+
+// coalesceLimit bounds the buffered bytes; a writer beyond it waits.
+const coalesceLimit = 1 << 20
+
+func newCoalescingConn(c net.Conn) *coalescingConn {
+	cc := &coalescingConn{Conn: c, done: make(chan struct{})}
+	cc.cond = sync.NewCond(&cc.mu)
+	go cc.drain()
+	return cc
+}
+
+func (c *coalescingConn) Write(p []byte) (int, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for c.err == nil && !c.closing && len(c.buf) > 0 && len(c.buf)+len(p) > coalesceLimit {
+		c.cond.Wait()
+	}
+	if c.err != nil {
+		return 0, c.err
+	}
+	if c.closing {
+		return 0, net.ErrClosed
+	}
+	c.buf = append(c.buf, p...)
+	c.cond.Broadcast()
+	return len(p), nil
+}
+
+// drain owns the socket's writes until Close or an error.
+func (c *coalescingConn) drain() {
+	defer close(c.done)
+	for {
+		c.mu.Lock()
+		for len(c.buf) == 0 && !c.closing && c.err == nil {
+			c.cond.Wait()
+		}
+		if c.err != nil || (len(c.buf) == 0 && c.closing) {
+			c.mu.Unlock()
+			return
+		}
+		batch := c.buf
+		c.buf, c.spare = c.spare[:0], nil
+		c.mu.Unlock()
+		_, err := c.Conn.Write(batch)
+		c.mu.Lock()
+		c.spare = batch[:0]
+		if err != nil {
+			c.err = err
+		}
+		c.cond.Broadcast()
+		c.mu.Unlock()
+	}
+}
+
+// closeFlushTimeout bounds how long Close waits for buffered bytes to be
+// written to a peer that is not reading.
+const closeFlushTimeout = 5 * time.Second
+
+// Close writes what is buffered (for at most closeFlushTimeout), then
+// closes the socket.
+func (c *coalescingConn) Close() error {
+	c.mu.Lock()
+	c.closing = true
+	c.cond.Broadcast()
+	c.mu.Unlock()
+	flushed := time.NewTimer(closeFlushTimeout)
+	defer flushed.Stop()
+	select {
+	case <-c.done:
+	case <-flushed.C:
+	}
+	err := c.Conn.Close() // unblocks a drain stuck in Write
+	<-c.done
+	return err
+}
+
+// wsHTTPClient is base with its dialer wrapped in coalescingConn, for the
+// WebSocket dial only; a base whose transport is not an *http.Transport is
+// used as it is.
+func wsHTTPClient(base *http.Client) *http.Client {
+	t, ok := base.Transport.(*http.Transport)
+	if base.Transport == nil {
+		t, ok = http.DefaultTransport.(*http.Transport), true
+	}
+	if !ok {
+		return base
+	}
+	t = t.Clone()
+	dial := t.DialContext
+	if dial == nil {
+		dial = (&net.Dialer{}).DialContext
+	}
+	t.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		return newCoalescingConn(conn), nil
+	}
+	c := *base
+	c.Transport = t
+	return &c
+}

@@ -1,0 +1,67 @@
+package executor
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"testing"
+)
+
+// Every byte written reaches the peer, in order, and Close flushes what is
+// still buffered before it closes.
+func TestCoalescingConnDeliversEverythingInOrderAndFlushesOnClose(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		b, _ := io.ReadAll(c)
+		got <- b
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCoalescingConn(raw)
+	var want bytes.Buffer
+	for i := range 3000 {
+		p := bytes.Repeat([]byte{byte(i)}, 1+i%4096) // many small writes, past the buffer bound
+		want.Write(p)
+		if n, err := c.Write(p); err != nil || n != len(p) {
+			t.Fatalf("write %d: %d, %v", i, n, err)
+		}
+	}
+	if err := c.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if b := <-got; !bytes.Equal(b, want.Bytes()) {
+		t.Fatalf("the peer got %d bytes, want %d, or not in order", len(b), want.Len())
+	}
+	if _, err := c.Write([]byte("x")); err == nil {
+		t.Fatal("a write after Close succeeded")
+	}
+}
+
+// A failed socket write is reported by the next Write: nothing is lost
+// silently.
+func TestCoalescingConnReportsAWriteError(t *testing.T) {
+	a, b := net.Pipe()
+	c := newCoalescingConn(a)
+	b.Close() // the peer is gone: the drain's write fails
+	var err error
+	for i := 0; i < 100 && err == nil; i++ {
+		_, err = c.Write(make([]byte, 64<<10))
+	}
+	if err == nil {
+		t.Fatal("writes kept succeeding after the socket failed")
+	}
+	c.Close()
+}
