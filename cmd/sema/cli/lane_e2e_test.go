@@ -501,8 +501,10 @@ func TestRestartNewEpochOutcomeUnknown(t *testing.T) {
 	dir := t.TempDir()
 	gate, marker := filepath.Join(dir, "gate"), filepath.Join(dir, "runs")
 	t.Cleanup(func() { os.WriteFile(gate, nil, 0o600) }) // the orphaned command ends
+	// A SIGKILLed executor cannot kill its command: the command itself also
+	// ends when the test's directory is removed, so it never outlives the test.
 	run := startProc(t, s.env(t), nil, "run", "--device", id, "--",
-		fmt.Sprintf("echo run >> %s; echo started; while [ ! -e %s ]; do sleep 0.01; done", marker, gate))
+		fmt.Sprintf("echo run >> %s; echo started; while [ ! -e %s ] && [ -d %s ]; do sleep 0.01; done", marker, gate, dir))
 	waitFor(t, "the command to start", func() bool { return strings.Contains(run.stdout.String(), "started") })
 	serve.cmd.Process.Kill()
 	serve.exitCode(t)
