@@ -22,11 +22,14 @@ type Config struct {
 	// WorkspaceRoot. It must not change while the runtime runs.
 	Ops ops.Env
 
-	HTTPClient      *http.Client // capabilities and the WebSocket dial
-	Clock           Clock        // default SystemClock
-	Logger          *slog.Logger // default slog.Default(); never given content
-	StatusPath      string       // where to write the status file; "" for none
-	ExecutorVersion string       // hello.platform.executorVersion
+	HTTPClient *http.Client // capabilities and the WebSocket dial
+	Clock      Clock        // default SystemClock
+	Logger     *slog.Logger // default slog.Default(); never given content
+	StatusPath string       // where to write the status file; "" for none
+	// ProcDir records the process groups of running commands (orphans.go);
+	// "" means a "procs" directory beside StatusPath, or none without it.
+	ProcDir         string
+	ExecutorVersion string // hello.platform.executorVersion
 
 	// Outbox bounds (R5–R8). The lane's reorder buffer holds 64 entries /
 	// 2 MiB per instruction; the defaults stay at half of that.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sync"
 
@@ -25,6 +26,7 @@ type Runtime struct {
 	tab       *table
 	status    *statusFile
 	wsClient  *http.Client // cfg.HTTPClient, its writes coalesced (coalesce.go)
+	procs     procRegistry
 
 	mu       sync.Mutex
 	sessions int // sockets that got past helloAck
@@ -48,6 +50,11 @@ func New(cfg Config) (*Runtime, error) {
 		resultGiveUp:   cfg.ResultGiveUp,
 	}, cfg.Clock)
 	rt.tab = newTable(rt)
+	procDir := cfg.ProcDir
+	if procDir == "" && cfg.StatusPath != "" {
+		procDir = filepath.Join(filepath.Dir(cfg.StatusPath), "procs")
+	}
+	rt.procs = procRegistry{dir: procDir, log: cfg.Logger}
 	rt.status = newStatusFile(cfg.StatusPath, cfg.DeviceID, cfg.Server, rt.epoch, cfg.Clock)
 	return rt, nil
 }
@@ -91,6 +98,7 @@ func (rt *Runtime) Run(ctx context.Context) (err error) {
 		rt.status.update(func(s *Status) { s.Connected, s.Gen, s.Inflight, s.Stopped = false, "", nil, true })
 		rt.log.Info("executor stopped", "deviceId", rt.cfg.DeviceID, "err", err)
 	}()
+	rt.procs.reapOrphans() // before any hello: these belong to a dead executor
 	bo := backoff{min: rt.cfg.MinBackoff, max: rt.cfg.MaxBackoff, rand: rt.cfg.Jitter}
 	rt.status.update(func(s *Status) {})
 	for {

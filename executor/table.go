@@ -328,6 +328,13 @@ func (rt *Runtime) runOp(e *entry, req ops.Request) (out protocol.Outcome) {
 	sink := &opSink{ctx: e.ctx, out: rt.out, id: e.id}
 	switch {
 	case req.Kind.IsExec():
+		pgid := 0
+		req.Spawned = func(g int) { pgid = g; rt.procs.add(g) }
+		defer func() {
+			if pgid != 0 && out != nil && !isUnknown(out) {
+				rt.procs.remove(pgid) // the group is dead; an outcome_unknown keeps its record
+			}
+		}()
 		return ops.Exec(e.ctx, &rt.cfg.Ops, req, sink)
 	case slices.Contains(rt.fileKinds, req.Kind):
 		return ops.File(e.ctx, &rt.cfg.Ops, req, sink)
@@ -369,4 +376,11 @@ func outcomeWord(o protocol.Outcome) string {
 		return "none"
 	}
 	return string(o.Kind())
+}
+
+// isUnknown reports an outcome_unknown failure: the op could not confirm
+// that its process group is dead.
+func isUnknown(o protocol.Outcome) bool {
+	f, ok := o.(protocol.Failure)
+	return ok && f.ErrorCode == protocol.ErrOutcomeUnknown
 }

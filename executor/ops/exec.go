@@ -64,6 +64,9 @@ func Exec(ctx context.Context, env *Env, req Request, sink Sink) protocol.Outcom
 	if out != nil {
 		return out
 	}
+	if req.Spawned != nil {
+		req.Spawned(c.pgid)
+	}
 	c.startWaiter()
 	rout, rerr := newPipeReader(stdout), newPipeReader(stderr)
 	defer stdout.Close()

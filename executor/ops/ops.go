@@ -75,4 +75,10 @@ type Request struct {
 	// Payload delivers the write family's payload frames (§3.4) in arrival
 	// order; nil for other kinds. It is closed if no more will come.
 	Payload <-chan *protocol.Payload
+	// Spawned, when not nil, is called once with the process group id of
+	// an exec's command, right after it is created and before it can
+	// produce output. When Exec returns, the group is dead (or the outcome
+	// is outcome_unknown). The executor records groups so that a restarted
+	// executor can kill what a crashed one left running.
+	Spawned func(pgid int)
 }

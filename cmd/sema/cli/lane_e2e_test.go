@@ -504,11 +504,20 @@ func TestRestartNewEpochOutcomeUnknown(t *testing.T) {
 	// A SIGKILLed executor cannot kill its command: the command itself also
 	// ends when the test's directory is removed, so it never outlives the test.
 	run := startProc(t, s.env(t), nil, "run", "--device", id, "--",
-		fmt.Sprintf("echo run >> %s; echo started; while [ ! -e %s ] && [ -d %s ]; do sleep 0.01; done", marker, gate, dir))
-	waitFor(t, "the command to start", func() bool { return strings.Contains(run.stdout.String(), "started") })
+		fmt.Sprintf("echo run >> %s; echo started $$; while [ ! -e %s ] && [ -d %s ]; do sleep 0.01; done", marker, gate, dir))
+	var pid int
+	waitFor(t, "the command to start", func() bool {
+		_, err := fmt.Sscanf(run.stdout.String(), "started %d", &pid)
+		return err == nil && pid > 0
+	})
 	serve.cmd.Process.Kill()
 	serve.exitCode(t)
+	if !alive(pid) {
+		t.Fatal("the command died with the executor; this test needs it orphaned")
+	}
 	again := startServe(t, stateDir)
+	// The new process kills what the dead one left running, before its hello.
+	waitFor(t, "the orphaned command to be killed", func() bool { return !alive(pid) })
 	if code := run.wait(t); code != cli.ExitLaneFailure || !strings.Contains(run.stderr.String(), "outcome_unknown") ||
 		!strings.Contains(run.stderr.String(), "new epoch") {
 		t.Fatalf("run: exit %d: %s", code, run.stderr)

@@ -1,0 +1,108 @@
+package executor
+
+import (
+	"bytes"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// procRegistry records the process group of every running command in the
+// state dir, so that an executor started after a crash can kill what the
+// dead one left running: its fence cannot see work from another process,
+// and nothing may outlive its instruction (§8, DESIGN). A record names the
+// boot and the leader's start time, so a group id reused by an unrelated
+// process (after a reboot, or after the group ended) is never touched.
+type procRegistry struct {
+	dir string // "" disables the registry
+	log *slog.Logger
+}
+
+// record is what identifies one group: this boot, and its leader's start
+// time in clock ticks since boot (/proc/PID/stat field 22).
+func record(pgid int) (string, bool) {
+	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
+	if err != nil {
+		return "", false
+	}
+	start, ok := startTime(pgid)
+	if !ok {
+		return "", false
+	}
+	return strings.TrimSpace(string(boot)) + " " + start + "\n", true
+}
+
+func startTime(pid int) (string, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return "", false
+	}
+	// The command name (field 2) may hold spaces; the fields after it do not.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return "", false
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 20 {
+		return "", false
+	}
+	return fields[19], true // field 22 overall
+}
+
+func (r procRegistry) path(pgid int) string { return filepath.Join(r.dir, strconv.Itoa(pgid)) }
+
+// add records a running group.
+func (r procRegistry) add(pgid int) {
+	if r.dir == "" {
+		return
+	}
+	rec, ok := record(pgid)
+	if !ok {
+		return // not on Linux, or already gone: nothing to kill later
+	}
+	if err := os.MkdirAll(r.dir, 0o700); err == nil {
+		err = os.WriteFile(r.path(pgid), []byte(rec), 0o600)
+		if err != nil {
+			r.log.Warn("cannot record a running process group", "pgid", pgid, "err", err)
+		}
+	}
+}
+
+// remove forgets a group that ended.
+func (r procRegistry) remove(pgid int) {
+	if r.dir != "" {
+		os.Remove(r.path(pgid))
+	}
+}
+
+// reapOrphans kills every recorded group that is still the same group (same
+// boot, same leader start time), and forgets all records. It runs before
+// the first hello: the groups belong to a previous executor process.
+func (r procRegistry) reapOrphans() (killed int) {
+	if r.dir == "" {
+		return 0
+	}
+	entries, err := os.ReadDir(r.dir)
+	if err != nil {
+		return 0
+	}
+	for _, e := range entries {
+		pgid, err := strconv.Atoi(e.Name())
+		if err != nil || pgid <= 1 {
+			continue
+		}
+		want, _ := os.ReadFile(r.path(pgid))
+		if now, ok := record(pgid); ok && now == string(want) {
+			if syscall.Kill(-pgid, syscall.SIGKILL) == nil {
+				killed++
+				r.log.Warn("killed a command left running by a previous executor process", "pgid", pgid)
+			}
+		}
+		os.Remove(r.path(pgid))
+	}
+	return killed
+}
