@@ -137,6 +137,18 @@ func (c *conn) serve() {
 	if c.write(&protocol.Challenge{Nonce: c.nonce, ProtocolVersion: protocol.ProtocolVersion}) != nil {
 		return
 	}
+	// After the handshake, frames are decoded and handled by a second
+	// goroutine fed in order through a small queue, so that reading the next
+	// message from the socket overlaps with decoding this one (the strict
+	// decode of a 64 KiB chunk is the lane's largest per-frame cost).
+	var work chan inbound
+	handled := make(chan struct{})
+	defer func() {
+		if work != nil {
+			close(work)
+			<-handled
+		}
+	}()
 	for {
 		typ, data, err := c.ws.Read(c.ctx)
 		if err != nil {
@@ -152,8 +164,28 @@ func (c *conn) serve() {
 			}
 			continue
 		}
-		c.established(kind, data)
+		c.touch()
+		if work == nil {
+			work = make(chan inbound, 8)
+			go func() {
+				defer close(handled)
+				for m := range work {
+					c.established(m.kind, m.data)
+				}
+			}()
+		}
+		select {
+		case work <- inbound{kind, data}:
+		case <-c.ctx.Done():
+			return
+		}
 	}
+}
+
+// inbound is one message read from the socket, in arrival order.
+type inbound struct {
+	kind protocol.MessageKind
+	data []byte
 }
 
 // established takes one message after the handshake: it refreshes
