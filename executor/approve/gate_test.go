@@ -292,7 +292,12 @@ func TestTargets(t *testing.T) {
 			t.Errorf("ParseTarget(%q) accepted", bad)
 		}
 	}
-	for _, s := range []string{"serial:/dev/ttyACM0", "ble:AA:BB:CC:DD:EE:FF"} {
+	for _, bad := range []string{"serial:ttyACM0", "serial:/dev/ttyACM0@fast", "serial:/dev/ttyACM0@0"} {
+		if _, err := approve.ParseTarget(bad); err == nil {
+			t.Errorf("ParseTarget(%q) accepted", bad)
+		}
+	}
+	for _, s := range []string{"ble:AA:BB:CC:DD:EE:FF"} {
 		tg, err := approve.ParseTarget(s)
 		if err != nil {
 			t.Fatal(err)

@@ -11,7 +11,8 @@ import (
 
 // Target is where the approval device is reached, as given to
 // `sema device serve --approve`: unix:PATH (a stream socket the device, or
-// `sema nexting sim`, listens on), serial:DEV or ble:ADDR.
+// `sema nexting sim`, listens on), serial:DEV[@BAUD] (a serial port, 8N1,
+// 115200 baud unless given), or ble:ADDR.
 type Target struct {
 	Scheme string // "unix", "serial" or "ble"
 	Addr   string
@@ -21,10 +22,10 @@ type Target struct {
 // no driver for.
 var ErrNotAvailable = errors.New("not available in this build")
 
-// ParseTarget parses unix:PATH, serial:DEV or ble:ADDR. A unix path must be
-// absolute. serial and ble parse, but dialing them fails with
-// ErrNotAvailable: this build carries neither a serial-port nor a
-// Bluetooth driver (docs/nexting.md, "What has and has not run").
+// ParseTarget parses unix:PATH, serial:DEV[@BAUD] or ble:ADDR. Paths must be
+// absolute. ble parses, but dialing it fails with ErrNotAvailable: this
+// build carries no Bluetooth stack (docs/nexting.md, "What has and has not
+// run").
 func ParseTarget(s string) (Target, error) {
 	scheme, addr, ok := strings.Cut(s, ":")
 	if !ok || addr == "" {
@@ -36,7 +37,15 @@ func ParseTarget(s string) (Target, error) {
 		if !strings.HasPrefix(addr, "/") {
 			return Target{}, fmt.Errorf("approval device %q: the socket path must be absolute", s)
 		}
-	case "serial", "ble":
+	case "serial":
+		dev, _, err := serialAddr(addr)
+		if err != nil {
+			return Target{}, fmt.Errorf("approval device %q: %v", s, err)
+		}
+		if !strings.HasPrefix(dev, "/") {
+			return Target{}, fmt.Errorf("approval device %q: the serial device path must be absolute", s)
+		}
+	case "ble":
 	default:
 		return Target{}, fmt.Errorf("approval device %q: unknown kind %q; want unix:PATH, serial:DEV or ble:ADDR", s, scheme)
 	}
@@ -48,10 +57,8 @@ func (t Target) String() string { return t.Scheme + ":" + t.Addr }
 // Available reports nil when this build can dial t, else why not.
 func (t Target) Available() error {
 	switch t.Scheme {
-	case "unix":
+	case "unix", "serial":
 		return nil
-	case "serial":
-		return fmt.Errorf("approval device %s: serial ports are %w (no serial-port driver is compiled in); use unix:PATH", t, ErrNotAvailable)
 	case "ble":
 		return fmt.Errorf("approval device %s: Bluetooth LE is %w (no Bluetooth stack is compiled in); use unix:PATH", t, ErrNotAvailable)
 	}
@@ -64,6 +71,9 @@ func (t Target) Available() error {
 func (t Target) Dial(ctx context.Context) (io.ReadWriteCloser, error) {
 	if err := t.Available(); err != nil {
 		return nil, err
+	}
+	if t.Scheme == "serial" {
+		return dialSerial(t)
 	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", t.Addr)

@@ -22,7 +22,7 @@ type approveFlags struct {
 }
 
 func (f *approveFlags) register(c *cobra.Command) {
-	c.Flags().StringVar(&f.target, "approve", "", "hold risky instructions until a person allows them on this approval device: unix:PATH (serial:DEV and ble:ADDR are not available in this build)")
+	c.Flags().StringVar(&f.target, "approve", "", "hold risky instructions until a person allows them on this approval device: unix:PATH or serial:DEV[@BAUD] (ble:ADDR is not available in this build)")
 	c.Flags().StringVar(&f.policy, "approval-policy", "", "a JSON file saying which instructions need approval (default: every exec, and writes outside the workspace)")
 }
 

@@ -24,7 +24,8 @@ func TestServeApproveFlags(t *testing.T) {
 		code int
 		msg  string
 	}{
-		{[]string{"--approve", "serial:/dev/ttyACM0"}, cli.ExitFailure, "not available in this build"},
+		{[]string{"--approve", "serial:ttyACM0"}, cli.ExitUsage, "absolute"},
+		{[]string{"--approve", "serial:/dev/ttyACM0@fast"}, cli.ExitUsage, "baud rate"},
 		{[]string{"--approve", "ble:AA:BB:CC:DD:EE:FF"}, cli.ExitFailure, "not available in this build"},
 		{[]string{"--approve", "tcp:127.0.0.1:9"}, cli.ExitUsage, "unknown kind"},
 		{[]string{"--approve", "unix:relative.sock"}, cli.ExitUsage, "absolute"},
