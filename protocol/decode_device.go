@@ -28,22 +28,12 @@ func DeviceFrameLimit(handshakeDone bool) int {
 //
 // The returned frame does not alias data.
 func DecodeDeviceFrame(kind MessageKind, data []byte, limit int) (DeviceFrame, error) {
-	if len(data) > limit {
-		return nil, frameErr(ReasonFrameTooLarge, "%d bytes is over the %d-byte cap", len(data), limit)
-	}
-	if kind != TextMessage {
-		return nil, frameErr(ReasonNotJSON, "binary frames are refused; frames are JSON text")
-	}
-	o, ferr := readFrame(data)
+	o, t, ferr := readEnvelope(kind, data, limit)
 	if ferr != nil {
 		return nil, ferr
 	}
-	t, ok := o.get("t")
-	if !ok || t[0] != '"' {
-		return nil, frameErr(ReasonUnknownType, "the frame has no string t")
-	}
 	var f DeviceFrame
-	switch ft := DeviceFrameType(unquote(t)); ft {
+	switch ft := DeviceFrameType(t); ft {
 	case TypeHello:
 		f = readHello(o)
 	case TypeGenerationAck:
@@ -68,6 +58,26 @@ func DecodeDeviceFrame(kind MessageKind, data []byte, limit int) (DeviceFrame, e
 		return nil, o.s.err
 	}
 	return f, nil
+}
+
+// readEnvelope is stage 1 up to the type, in the spec's order (§2.4): the
+// size cap, binary, JSON, object, and a string t, which it returns.
+func readEnvelope(kind MessageKind, data []byte, limit int) (*object, string, *FrameError) {
+	if len(data) > limit {
+		return nil, "", frameErr(ReasonFrameTooLarge, "%d bytes is over the %d-byte cap", len(data), limit)
+	}
+	if kind != TextMessage {
+		return nil, "", frameErr(ReasonNotJSON, "binary frames are refused; frames are JSON text")
+	}
+	o, ferr := readFrame(data)
+	if ferr != nil {
+		return nil, "", ferr
+	}
+	t, ok := o.get("t")
+	if !ok || t[0] != '"' {
+		return nil, "", frameErr(ReasonUnknownType, "the frame has no string t")
+	}
+	return o, string(unquote(t)), nil
 }
 
 // clip keeps an echoed value short.

@@ -15,22 +15,12 @@ import "fmt"
 //
 // The returned frame does not alias data.
 func DecodeServerFrame(kind MessageKind, data []byte) (ServerFrame, error) {
-	if len(data) > MaxFrameBytes {
-		return nil, frameErr(ReasonFrameTooLarge, "%d bytes is over the %d-byte cap", len(data), MaxFrameBytes)
-	}
-	if kind != TextMessage {
-		return nil, frameErr(ReasonNotJSON, "binary frames are refused; frames are JSON text")
-	}
-	o, ferr := readFrame(data)
+	o, t, ferr := readEnvelope(kind, data, MaxFrameBytes)
 	if ferr != nil {
 		return nil, ferr
 	}
-	t, ok := o.get("t")
-	if !ok || t[0] != '"' {
-		return nil, frameErr(ReasonUnknownType, "the frame has no string t")
-	}
 	var f ServerFrame
-	switch ft := ServerFrameType(unquote(t)); ft {
+	switch ft := ServerFrameType(t); ft {
 	case TypeChallenge:
 		f = &Challenge{Nonce: o.nonEmpty("nonce"), ProtocolVersion: int(o.integer("protocolVersion", 0))}
 	case TypeHelloAck:
