@@ -28,6 +28,11 @@ func DeviceFrameLimit(handshakeDone bool) int {
 //
 // The returned frame does not alias data.
 func DecodeDeviceFrame(kind MessageKind, data []byte, limit int) (DeviceFrame, error) {
+	if kind == TextMessage && len(data) <= limit {
+		if c, ok := fastChunk(data); ok {
+			return c, nil // the common case of every stream, verdict-equal to the strict path
+		}
+	}
 	o, t, ferr := readEnvelope(kind, data, limit)
 	if ferr != nil {
 		return nil, ferr

@@ -174,3 +174,30 @@ func encodeULID(b [16]byte) string {
 	}
 	return string(out[:])
 }
+
+// FuzzFastChunkAgreesWithTheStrictDecoder: whatever the chunk fast path
+// accepts, the strict decoder accepts too, with an equal value.
+func FuzzFastChunkAgreesWithTheStrictDecoder(f *testing.F) {
+	for _, s := range deviceFrameSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"t":"chunk","gen":"0","instructionId":"ins_x","streamSeq":0,"kind":"data","dataB64":""}`))
+	f.Add([]byte(`{"t":"chunk","gen":"7","instructionId":"é","streamSeq":12,"kind":"stderr","dataB64":"+/8="}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fast, ok := fastChunk(data)
+		if !ok {
+			return
+		}
+		o, t2, ferr := readEnvelope(TextMessage, data, MaxFrameBytes)
+		if ferr != nil || t2 != string(TypeChunk) {
+			t.Fatalf("the fast path accepted %q, the strict envelope refused it: %v", data, ferr)
+		}
+		strict := readChunk(o)
+		if o.s.err != nil {
+			t.Fatalf("the fast path accepted %q, the strict decoder refused it: %v", data, o.s.err)
+		}
+		if !reflect.DeepEqual(fast, strict) {
+			t.Fatalf("fast %#v != strict %#v", fast, strict)
+		}
+	})
+}
