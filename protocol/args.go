@@ -146,3 +146,19 @@ func ParseDigest(s string) (Digest, error) {
 func ValidAbsPath(p string) bool {
 	return strings.HasPrefix(p, "/") && path.Clean(p) == p && !strings.ContainsRune(p, 0)
 }
+
+// ArgsPath is the path an instruction's args name, "" for kinds without one
+// (exec, the temp kinds, statBatch).
+func ArgsPath(a Args) string {
+	switch a := a.(type) {
+	case PathArgs:
+		return a.Path
+	case ReadLinesArgs:
+		return a.Path
+	case WriteArgs:
+		return a.Path
+	case DirArgs:
+		return a.Path
+	}
+	return ""
+}

@@ -152,3 +152,17 @@ func TestCheckOutcomeRefusesValuesOutsideTheClosedSets(t *testing.T) {
 		t.Error("CheckOutcome accepted an errorCode outside DEVICE_OUTCOME_ERROR_CODES")
 	}
 }
+
+func TestArgsPath(t *testing.T) {
+	for _, tt := range []struct {
+		a    Args
+		want string
+	}{
+		{PathArgs{Path: "/a"}, "/a"}, {ReadLinesArgs{Path: "/b"}, "/b"}, {WriteArgs{Path: "/c"}, "/c"},
+		{DirArgs{Path: "/d"}, "/d"}, {CommandArgs{Command: "ls /e"}, ""}, {TempFileArgs{Prefix: "x"}, ""}, {nil, ""},
+	} {
+		if got := ArgsPath(tt.a); got != tt.want {
+			t.Errorf("ArgsPath(%#v) = %q, want %q", tt.a, got, tt.want)
+		}
+	}
+}

@@ -169,21 +169,6 @@ func hasPath(k protocol.InstructionKind) bool {
 	return true
 }
 
-// argPath is the path an instruction names, "" for kinds without one.
-func argPath(a protocol.Args) string {
-	switch a := a.(type) {
-	case protocol.PathArgs:
-		return a.Path
-	case protocol.ReadLinesArgs:
-		return a.Path
-	case protocol.WriteArgs:
-		return a.Path
-	case protocol.DirArgs:
-		return a.Path
-	}
-	return ""
-}
-
 func command(a protocol.Args) string {
 	if c, ok := a.(protocol.CommandArgs); ok {
 		return c.Command
@@ -211,7 +196,7 @@ func (r Rule) matches(req ops.Request, root string) bool {
 	}) {
 		return false
 	}
-	path := argPath(req.Args)
+	path := protocol.ArgsPath(req.Args)
 	if r.Paths != nil && !slices.ContainsFunc(r.Paths, func(pat string) bool { return Match(pat, path) }) {
 		return false
 	}

@@ -112,7 +112,7 @@ func describe(l *line, req ops.Request, root string) {
 		l.val(string(req.Kind), false)
 		l.lit(" ")
 	}
-	l.val(argPath(a), false)
+	l.val(protocol.ArgsPath(a), false)
 }
 
 func byteCount(n int64) string {

@@ -88,7 +88,7 @@ func osFailure(verb, path string, err error) protocol.Failure {
 // was left half-done (§3.3, R12).
 func interrupted(ctx context.Context, r Request, started, changed bool) protocol.Outcome {
 	what := string(r.Kind)
-	if p := argPath(r.Args); p != "" {
+	if p := protocol.ArgsPath(r.Args); p != "" {
 		what += " " + qpath(p)
 	}
 	cause := context.Cause(ctx)
@@ -106,19 +106,4 @@ func interrupted(ctx context.Context, r Request, started, changed bool) protocol
 		return failf(protocol.ErrAborted, "%s: stopped after it had changed the filesystem, so it is partly done: %v", what, cause)
 	}
 	return failf(protocol.ErrAborted, "%s: stopped: %v", what, cause)
-}
-
-// argPath is the path an instruction names, for messages; "" for none.
-func argPath(a protocol.Args) string {
-	switch a := a.(type) {
-	case protocol.PathArgs:
-		return a.Path
-	case protocol.ReadLinesArgs:
-		return a.Path
-	case protocol.WriteArgs:
-		return a.Path
-	case protocol.DirArgs:
-		return a.Path
-	}
-	return ""
 }

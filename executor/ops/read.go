@@ -253,7 +253,7 @@ func (e *chunker) send(p []byte) protocol.Outcome {
 			return e.op.stopped()
 		}
 		// As Exec does: the stream cannot be delivered, so the op stops.
-		return failf(protocol.ErrAborted, "%s %s: stopped because its content could not be delivered: %v", e.op.req.Kind, qpath(argPath(e.op.req.Args)), err)
+		return failf(protocol.ErrAborted, "%s %s: stopped because its content could not be delivered: %v", e.op.req.Kind, qpath(protocol.ArgsPath(e.op.req.Args)), err)
 	}
 	return nil
 }

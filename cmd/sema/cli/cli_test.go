@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"io"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -75,31 +76,19 @@ func enrolledDevice(t *testing.T, l *fakelane.Lane) (dir, deviceID string) {
 	return dir, deviceID
 }
 
-// serveProc is a real `sema device serve` process.
-type serveProc struct {
-	cmd    *exec.Cmd
-	stderr *syncBuffer
-	done   chan struct{}
-	err    error
+// proc is a running sema process.
+type proc struct {
+	cmd            *exec.Cmd
+	stdout, stderr *syncBuffer
+	done           chan struct{}
+	err            error
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
-
-func startServe(t *testing.T, dir string) *serveProc {
+func startProc(t *testing.T, env []string, stdin io.Reader, args ...string) *proc {
 	t.Helper()
-	p := &serveProc{cmd: exec.Command(semaBin, "device", "serve", "--state-dir", dir), stderr: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Stderr = p.stderr
-	p.cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir()) // its own machine-wide lock dir
+	p := &proc{cmd: exec.Command(semaBin, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Stdout, p.cmd.Stderr, p.cmd.Stdin = p.stdout, p.stderr, stdin
+	p.cmd.Env = append(os.Environ(), env...)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
@@ -114,13 +103,13 @@ func startServe(t *testing.T, dir string) *serveProc {
 	return p
 }
 
-// exitCode waits for the process and returns its exit code.
-func (p *serveProc) exitCode(t *testing.T) int {
+// wait returns the exit code.
+func (p *proc) wait(t *testing.T) int {
 	t.Helper()
 	select {
 	case <-p.done:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("sema did not exit; stderr:\n%s", p.stderr)
+		t.Fatalf("%v did not exit; stdout:\n%s\nstderr:\n%s", p.cmd.Args, p.stdout, p.stderr)
 	}
 	var ee *exec.ExitError
 	if errors.As(p.err, &ee) {
@@ -130,6 +119,25 @@ func (p *serveProc) exitCode(t *testing.T) int {
 		t.Fatal(p.err)
 	}
 	return 0
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+
+// startServe runs a real `sema device serve` with its own machine-wide
+// lock dir; extra flags follow the state dir.
+func startServe(t *testing.T, dir string, flags ...string) *proc {
+	t.Helper()
+	return startProc(t, []string{"TMPDIR=" + t.TempDir()}, nil, append([]string{"device", "serve", "--state-dir", dir}, flags...)...)
 }
 
 func ctx(t *testing.T) context.Context {
@@ -187,7 +195,7 @@ func TestServeSIGTERM(t *testing.T) {
 	if o, ok := r.Outcome.(protocol.ExecOutcome); !ok || o.ExitCode != 0 {
 		t.Errorf("outcome %+v", r.Outcome)
 	}
-	if code := p.exitCode(t); code != 0 {
+	if code := p.wait(t); code != 0 {
 		t.Fatalf("exit %d; stderr:\n%s", code, p.stderr)
 	}
 	logs := p.stderr.String()
@@ -213,7 +221,7 @@ func TestServeLockContention(t *testing.T) {
 		t.Fatal(err)
 	}
 	second := startServe(t, dir)
-	if code := second.exitCode(t); code != cli.ExitLocked {
+	if code := second.wait(t); code != cli.ExitLocked {
 		t.Fatalf("second serve exit %d, want %d; stderr:\n%s", code, cli.ExitLocked, second.stderr)
 	}
 	msg := second.stderr.String()
@@ -224,7 +232,7 @@ func TestServeLockContention(t *testing.T) {
 		t.Errorf("%d dials: the second serve reached the lane", n)
 	}
 	first.cmd.Process.Signal(syscall.SIGTERM)
-	if code := first.exitCode(t); code != 0 {
+	if code := first.wait(t); code != 0 {
 		t.Errorf("first serve exit %d", code)
 	}
 }
@@ -234,7 +242,7 @@ func TestServeRefusesAReadableKey(t *testing.T) {
 	dir, _ := enrolledDevice(t, l)
 	os.Chmod(filepath.Join(dir, device.KeyFile), 0o644)
 	p := startServe(t, dir)
-	if code := p.exitCode(t); code != cli.ExitFailure {
+	if code := p.wait(t); code != cli.ExitFailure {
 		t.Fatalf("exit %d", code)
 	}
 	if msg := p.stderr.String(); !strings.Contains(msg, "chmod 600") || !strings.Contains(msg, "group or others can read it") {
@@ -274,7 +282,7 @@ func TestServeTerminalExitCodes(t *testing.T) {
 				t.Fatal(err)
 			}
 			tc.end(c)
-			if code := p.exitCode(t); code != tc.code {
+			if code := p.wait(t); code != tc.code {
 				t.Fatalf("exit %d, want %d; stderr:\n%s", code, tc.code, p.stderr)
 			}
 			_, keyErr := os.Stat(filepath.Join(dir, device.KeyFile))
@@ -286,7 +294,7 @@ func TestServeTerminalExitCodes(t *testing.T) {
 					t.Errorf("said:\n%s", p.stderr)
 				}
 				again := startServe(t, dir)
-				if code := again.exitCode(t); code != cli.ExitRevoked {
+				if code := again.wait(t); code != cli.ExitRevoked {
 					t.Errorf("serve after revocation: exit %d", code)
 				}
 			} else if keyErr != nil {

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -26,51 +25,6 @@ import (
 // on a loopback port with its own data dir, `sema token`, the enroll line
 // it prints, `sema device serve`, `sema run`, `sema fs`, `sema devices`,
 // revocation, SIGTERM.
-
-// proc is a running sema process.
-type proc struct {
-	cmd            *exec.Cmd
-	stdout, stderr *syncBuffer
-	done           chan struct{}
-	err            error
-}
-
-func startProc(t *testing.T, env []string, stdin io.Reader, args ...string) *proc {
-	t.Helper()
-	p := &proc{cmd: exec.Command(semaBin, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr, p.cmd.Stdin = p.stdout, p.stderr, stdin
-	p.cmd.Env = append(os.Environ(), env...)
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(p.done)
-		p.err = p.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-	})
-	return p
-}
-
-// wait returns the exit code.
-func (p *proc) wait(t *testing.T) int {
-	t.Helper()
-	select {
-	case <-p.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("%v did not exit; stdout:\n%s\nstderr:\n%s", p.cmd.Args, p.stdout, p.stderr)
-	}
-	var ee *exec.ExitError
-	if errors.As(p.err, &ee) {
-		return ee.ExitCode()
-	}
-	if p.err != nil {
-		t.Fatal(p.err)
-	}
-	return 0
-}
 
 // waitFor polls cond every few milliseconds until it holds.
 func waitFor(t *testing.T, what string, cond func() bool) {
@@ -219,7 +173,7 @@ func parseExposition(t *testing.T, text string) map[string]float64 {
 
 // enrollAndServe issues a token, runs the enroll line `sema token` printed
 // and starts `sema device serve`; it returns once the device is online.
-func enrollAndServe(t *testing.T, s *laneServer, ws string) (stateDir, deviceID string, serve *serveProc) {
+func enrollAndServe(t *testing.T, s *laneServer, ws string) (stateDir, deviceID string, serve *proc) {
 	t.Helper()
 	line, errOut, code := s.sema(t, nil, "token", "--workspace", ws)
 	if code != 0 {
@@ -412,7 +366,7 @@ func TestLaneEndToEnd(t *testing.T) {
 	if code != 0 || out != "revoked "+id+"\n" {
 		t.Fatalf("revoke: exit %d: %s %s", code, out, errOut)
 	}
-	if code := serve.exitCode(t); code != cli.ExitRevoked {
+	if code := serve.wait(t); code != cli.ExitRevoked {
 		t.Fatalf("serve after revoke: exit %d:\n%s", code, serve.stderr)
 	}
 	if _, err := os.Stat(filepath.Join(stateDir, device.KeyFile)); !os.IsNotExist(err) {
@@ -488,7 +442,7 @@ func TestServerSIGTERMDrains(t *testing.T) {
 	}
 	os.WriteFile(gate, nil, 0o600)
 	serve.cmd.Process.Signal(syscall.SIGTERM)
-	if code := serve.exitCode(t); code != 0 {
+	if code := serve.wait(t); code != 0 {
 		t.Errorf("serve exit %d", code)
 	}
 }
@@ -511,7 +465,7 @@ func TestRestartNewEpochOutcomeUnknown(t *testing.T) {
 		return err == nil && pid > 0
 	})
 	serve.cmd.Process.Kill()
-	serve.exitCode(t)
+	serve.wait(t)
 	if !alive(pid) {
 		t.Fatal("the command died with the executor; this test needs it orphaned")
 	}
@@ -531,7 +485,7 @@ func TestRestartNewEpochOutcomeUnknown(t *testing.T) {
 		t.Fatalf("run after restart: exit %d %q %s", code, out, errOut)
 	}
 	again.cmd.Process.Signal(syscall.SIGTERM)
-	if code := again.exitCode(t); code != 0 {
+	if code := again.wait(t); code != 0 {
 		t.Errorf("serve exit %d", code)
 	}
 }
@@ -582,7 +536,7 @@ func TestRunStreamBroken(t *testing.T) {
 	}
 	os.WriteFile(gate, nil, 0o600)
 	serve.cmd.Process.Signal(syscall.SIGTERM)
-	if code := serve.exitCode(t); code != 0 {
+	if code := serve.wait(t); code != 0 {
 		t.Errorf("serve exit %d", code)
 	}
 }

@@ -89,21 +89,7 @@ func TestServeWithTheSimulator(t *testing.T) {
 
 	l := fakelane.New(t, "")
 	stateDir, _ := enrolledDevice(t, l)
-	p := &serveProc{cmd: exec.Command(semaBin, "device", "serve", "--state-dir", stateDir, "--approve", "unix:"+sock),
-		stderr: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Stderr = p.stderr
-	p.cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(p.done)
-		p.err = p.cmd.Wait()
-	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-	})
+	p := startServe(t, stateDir, "--approve", "unix:"+sock)
 	conn, err := l.Next(c)
 	if err != nil {
 		t.Fatalf("%v; stderr:\n%s", err, p.stderr)
