@@ -198,12 +198,27 @@ func (f *ResultAck) MarshalJSON() ([]byte, error) {
 	}{TypeResultAck, wire(*f)})
 }
 
+// MarshalJSON writes the ack by hand: the lane sends one per chunk, so it
+// is checked field by field rather than by a round trip through the
+// decoder as the rarer frames are.
 func (f *ChunkAck) MarshalJSON() ([]byte, error) {
-	type wire ChunkAck
-	return encodeServer(struct {
-		T ServerFrameType `json:"t"`
-		wire
-	}{TypeChunkAck, wire(*f)})
+	if f.InstructionID == "" {
+		return nil, fmt.Errorf("protocol: instructionId must be non-empty")
+	}
+	if f.UpToStreamSeq < -1 || f.UpToStreamSeq > MaxSafeInteger {
+		return nil, fmt.Errorf("protocol: upToStreamSeq %d is outside -1..2^53-1", f.UpToStreamSeq)
+	}
+	b := make([]byte, 0, 96+len(f.InstructionID))
+	b = append(b, `{"t":"chunkAck","gen":"`...)
+	b = strconv.AppendUint(b, uint64(f.Gen), 10)
+	b = append(b, `","instructionId":`...)
+	b, err := jsontext.AppendQuote(b, f.InstructionID)
+	if err != nil {
+		return nil, fmt.Errorf("protocol: instructionId: %w", err)
+	}
+	b = append(b, `,"upToStreamSeq":`...)
+	b = strconv.AppendInt(b, f.UpToStreamSeq, 10)
+	return append(b, '}'), nil
 }
 
 func (f *Bye) MarshalJSON() ([]byte, error) {
