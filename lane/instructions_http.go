@@ -2,7 +2,6 @@ package lane
 
 import (
 	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"net/http"
@@ -11,6 +10,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/sema-agent/sema/internal/b64"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -114,10 +114,11 @@ func parseInstructionRequest(body []byte) (instructionRequest, *apiError) {
 		if aerr != nil {
 			return req, aerr
 		}
-		if !protocol.CanonicalBase64(s) {
+		content, err := protocol.DecodeCanonicalBase64(s)
+		if err != nil {
 			return req, field("contentB64 must be canonical standard base64")
 		}
-		req.Content, _ = base64.StdEncoding.DecodeString(s)
+		req.Content = content
 		if req.Content == nil {
 			req.Content = []byte{}
 		}
@@ -229,8 +230,8 @@ func (s *Server) streamCall(w http.ResponseWriter, r *http.Request, call *Call) 
 			if e.Chunk.Kind == protocol.ChunkExit {
 				ev.ExitCode = &e.Chunk.ExitCode
 			} else {
-				b64 := base64.StdEncoding.EncodeToString(e.Chunk.Data)
-				ev.DataB64 = &b64
+				data := b64.EncodeToString(e.Chunk.Data)
+				ev.DataB64 = &data
 			}
 			if !line(ev) {
 				call.Cancel()

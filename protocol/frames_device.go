@@ -1,12 +1,13 @@
 package protocol
 
 import (
-	"encoding/base64"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/sema-agent/sema/internal/b64"
 )
 
 // DeviceFrame is a device→server frame (§2.2): *Hello, *GenerationAck,
@@ -174,9 +175,7 @@ func (f *Chunk) AppendJSON(b []byte) ([]byte, error) {
 	if f.ExitCode < -MaxSafeInteger || f.ExitCode > MaxSafeInteger {
 		return nil, fmt.Errorf("protocol: exitCode %d is not a safe integer", f.ExitCode)
 	}
-	if b == nil {
-		b = make([]byte, 0, 128+len(f.InstructionID)+base64.StdEncoding.EncodedLen(len(f.Data)))
-	}
+	b = slices.Grow(b, 128+len(f.InstructionID)+b64.EncodedLen(len(f.Data)))
 	b = append(b, `{"t":"chunk","gen":"`...)
 	b = strconv.AppendUint(b, uint64(f.Gen), 10)
 	b = append(b, `","instructionId":`...)
@@ -193,7 +192,7 @@ func (f *Chunk) AppendJSON(b []byte) ([]byte, error) {
 		b = strconv.AppendInt(b, int64(f.ExitCode), 10)
 	} else {
 		b = append(b, `","dataB64":"`...)
-		b = base64.StdEncoding.AppendEncode(b, f.Data)
+		b = b64.AppendEncode(b, f.Data)
 		b = append(b, '"')
 	}
 	return append(b, '}'), nil

@@ -1,12 +1,13 @@
 package protocol
 
 import (
-	"encoding/base64"
 	"fmt"
+	"slices"
 	"strconv"
 
 	"github.com/go-json-experiment/json"
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/sema-agent/sema/internal/b64"
 )
 
 // ServerFrame is a server→device frame (§2.3): *Challenge, *HelloAck,
@@ -245,9 +246,7 @@ func (f *Payload) AppendJSON(b []byte) ([]byte, error) {
 	if err := checkStreamFields(f.InstructionID, f.Offset, f.TotalLen); err != nil {
 		return nil, err
 	}
-	if b == nil {
-		b = make([]byte, 0, 160+len(f.InstructionID)+base64.StdEncoding.EncodedLen(len(f.Data)))
-	}
+	b = slices.Grow(b, 160+len(f.InstructionID)+b64.EncodedLen(len(f.Data)))
 	b = append(b, `{"t":"payload","gen":"`...)
 	b = strconv.AppendUint(b, uint64(f.Gen), 10)
 	b = append(b, `","instructionId":`...)
@@ -262,7 +261,7 @@ func (f *Payload) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"offset":`...)
 		b = strconv.AppendInt(b, f.Offset, 10)
 		b = append(b, `,"dataB64":"`...)
-		b = base64.StdEncoding.AppendEncode(b, f.Data)
+		b = b64.AppendEncode(b, f.Data)
 		b = append(b, '"')
 	} else {
 		b = append(b, `,"totalLen":`...)

@@ -2,12 +2,12 @@ package protocol
 
 import (
 	"bytes"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
 
 	"github.com/go-json-experiment/json/jsontext"
+	"github.com/sema-agent/sema/internal/b64"
 )
 
 // This file is the strict reader both decoders share. A frame is read in one
@@ -370,8 +370,8 @@ func decodeCanonicalBase64(s []byte) ([]byte, error) {
 	if bytes.IndexByte(s, '\n') >= 0 || bytes.IndexByte(s, '\r') >= 0 {
 		return nil, errNotCanonicalBase64
 	}
-	out := make([]byte, base64.StdEncoding.DecodedLen(len(s)))
-	n, err := base64.StdEncoding.Strict().Decode(out, s)
+	out := make([]byte, b64.DecodedLen(len(s)))
+	n, err := b64.DecodeStrict(out, s)
 	if err != nil {
 		return nil, errNotCanonicalBase64
 	}
@@ -383,4 +383,10 @@ func decodeCanonicalBase64(s []byte) ([]byte, error) {
 func CanonicalBase64(s string) bool {
 	_, err := decodeCanonicalBase64([]byte(s))
 	return err == nil
+}
+
+// DecodeCanonicalBase64 decodes s if it is canonical standard base64, else
+// it returns an error saying what canonical means.
+func DecodeCanonicalBase64(s string) ([]byte, error) {
+	return decodeCanonicalBase64([]byte(s))
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sema-agent/sema/protocol"
 	"github.com/spf13/cobra"
 )
 
@@ -375,7 +375,7 @@ func (c *apiClient) instruct(ctx context.Context, deviceID string, in instructio
 			if ev.Kind == "exit" || ev.DataB64 == nil {
 				continue // the exit code comes again in the outcome
 			}
-			data, err := base64.StdEncoding.DecodeString(*ev.DataB64)
+			data, err := protocol.DecodeCanonicalBase64(*ev.DataB64)
 			if err != nil {
 				return res, broken("a bad chunk in the lane's stream: %v", err)
 			}

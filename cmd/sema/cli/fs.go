@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -10,6 +9,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/sema-agent/sema/internal/b64"
 	"github.com/spf13/cobra"
 )
 
@@ -63,8 +63,8 @@ type fsCall struct {
 func (fc fsCall) run(kind string, args any, content []byte, want string, sink chunkSink) (outcome, error) {
 	in := instruction{Kind: kind, Args: args, TimeoutMs: fc.f.timeout.Milliseconds()}
 	if content != nil {
-		b64 := base64.StdEncoding.EncodeToString(content)
-		in.ContentB64 = &b64
+		enc := b64.EncodeToString(content)
+		in.ContentB64 = &enc
 	}
 	if sink == nil {
 		sink = func(string, []byte) error { return nil }
