@@ -370,10 +370,11 @@ func (o *outbox) expired(now time.Time) []string {
 	return out
 }
 
-// encode returns the frame's instruction id and wire form.
-func (f frame) encode() (string, []byte, error) {
+// encode returns the frame's instruction id and wire form; a chunk is
+// appended to buf (the writer's reused buffer), a result is not (rare).
+func (f frame) encode(buf []byte) (string, []byte, error) {
 	if f.chunk != nil {
-		b, err := f.chunk.MarshalJSON()
+		b, err := f.chunk.AppendJSON(buf[:0])
 		return f.chunk.InstructionID, b, err
 	}
 	b, err := f.result.MarshalJSON()

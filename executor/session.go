@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sema-agent/sema/executor/ops"
+	"github.com/sema-agent/sema/internal/wsmsg"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -33,6 +34,7 @@ type session struct {
 	conn *websocket.Conn
 	gen  protocol.Gen
 	hb   time.Duration
+	rbuf []byte // the read buffer, reused message after message
 
 	ctrl    chan protocol.DeviceFrame // heartbeats and goodbye, ahead of the outbox
 	goodbye atomic.Bool               // sent: new instructions are failed explicitly
@@ -183,9 +185,12 @@ func (rt *Runtime) rejected(r *protocol.HelloReject) sessionEnd {
 	return sessionEnd{err: err} // auth_failed, draining, already_connected: back off and retry
 }
 
-// readFrame reads and decodes one server frame.
+// readFrame reads and decodes one server frame. Only the goroutine that
+// reads the socket calls it; decoded frames do not alias s.rbuf, which the
+// next read reuses.
 func (s *session) readFrame(ctx context.Context) (protocol.ServerFrame, error) {
-	typ, data, err := s.conn.Read(ctx)
+	typ, data, err := wsmsg.Read(ctx, s.conn, s.rbuf)
+	s.rbuf = data
 	if err != nil {
 		return nil, err
 	}
@@ -367,6 +372,7 @@ func (s *session) dispatch(ctx context.Context, f protocol.ServerFrame) bool {
 // goodbye) first, then whatever the outbox has to send.
 func (s *session) writeLoop(ctx context.Context) error {
 	rt := s.rt
+	var wbuf []byte // chunk frames are encoded here; Write does not keep it
 	for {
 		select {
 		case f := <-s.ctrl:
@@ -381,7 +387,7 @@ func (s *session) writeLoop(ctx context.Context) error {
 			rt.giveUp(id, "sent on too many sockets without an ack")
 		}
 		if ok {
-			id, b, err := fr.encode()
+			id, b, err := fr.encode(wbuf)
 			if err != nil {
 				rt.log.Error("a frame could not be encoded; its instruction is given up", "instructionId", id, "err", err)
 				rt.giveUp(id, "unencodable")
@@ -389,6 +395,9 @@ func (s *session) writeLoop(ctx context.Context) error {
 			}
 			if err := s.conn.Write(ctx, websocket.MessageText, b); err != nil {
 				return fmt.Errorf("%w: %w", errSocketEnded, err)
+			}
+			if fr.chunk != nil {
+				wbuf = b
 			}
 			continue
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sema-agent/sema/internal/clock"
 	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/internal/wsmsg"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -70,9 +71,22 @@ type conn struct {
 // frameMarshaler is any frame of either direction.
 type frameMarshaler interface{ MarshalJSON() ([]byte, error) }
 
+// frameAppender is a frame encoded by hand into a caller's buffer: the
+// payload and chunkAck frames of the data paths.
+type frameAppender interface{ AppendJSON([]byte) ([]byte, error) }
+
 // write sends one frame; a socket that cannot take it is closed.
 func (c *conn) write(f frameMarshaler) error {
-	b, err := f.MarshalJSON()
+	var b []byte
+	var err error
+	if a, ok := f.(frameAppender); ok {
+		buf := messageBuffers.Get()
+		defer messageBuffers.Put(buf)
+		b, err = a.AppendJSON(*buf)
+		*buf = b // keep the grown capacity; Write does not retain b
+	} else {
+		b, err = f.MarshalJSON()
+	}
 	if err != nil {
 		c.srv.log.Error("lane: a frame failed to encode", "device", c.deviceID, "err", err)
 		return err
@@ -150,8 +164,11 @@ func (c *conn) serve() {
 		}
 	}()
 	for {
-		typ, data, err := c.ws.Read(c.ctx)
+		buf := messageBuffers.Get()
+		typ, data, err := wsmsg.Read(c.ctx, c.ws, *buf)
+		*buf = data
 		if err != nil {
+			messageBuffers.Put(buf)
 			return // includes the transport cap: a message over 1 MiB closes with 1009
 		}
 		kind := protocol.TextMessage
@@ -159,7 +176,9 @@ func (c *conn) serve() {
 			kind = protocol.BinaryMessage
 		}
 		if !c.handshakeDone.Load() {
-			if !c.preAuthFrame(kind, data) {
+			ok := c.preAuthFrame(kind, data)
+			messageBuffers.Put(buf)
+			if !ok {
 				return
 			}
 			continue
@@ -170,22 +189,30 @@ func (c *conn) serve() {
 			go func() {
 				defer close(handled)
 				for m := range work {
-					c.established(m.kind, m.data)
+					c.established(m.kind, *m.buf)
+					messageBuffers.Put(m.buf)
 				}
 			}()
 		}
 		select {
-		case work <- inbound{kind, data}:
+		case work <- inbound{kind, buf}:
 		case <-c.ctx.Done():
+			messageBuffers.Put(buf)
 			return
 		}
 	}
 }
 
-// inbound is one message read from the socket, in arrival order.
+// messageBuffers are the read buffers of every socket: a buffer is held
+// from the read until its frame is decoded (decoded frames never alias it),
+// so an idle device holds none.
+var messageBuffers wsmsg.Pool
+
+// inbound is one message read from the socket, in arrival order; buf goes
+// back to messageBuffers once it is handled.
 type inbound struct {
 	kind protocol.MessageKind
-	data []byte
+	buf  *[]byte
 }
 
 // established takes one message after the handshake: it refreshes
