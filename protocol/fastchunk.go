@@ -5,67 +5,138 @@ import (
 	"unicode/utf8"
 )
 
-// fastChunk decodes a data-carrying chunk frame spelled exactly as
-// Chunk.AppendJSON writes it, without tokenizing the (large) base64 string
-// twice. It only ever accepts: anything that deviates from the template in
-// any byte returns ok false, and the caller runs the strict decoder, whose
-// verdict then stands. For a frame it accepts, the strict decoder accepts
-// too and returns an equal value (FuzzFastChunkAgreesWithTheStrictDecoder):
-// every string in the template is escape-free, control-free and valid
-// UTF-8, the keys are distinct, gen and streamSeq are canonical, and the
-// base64 passes the same canonical check.
+// The fast paths decode the two data-carrying frames — a device's output
+// chunk and the lane's write payload chunk — spelled exactly as this
+// package's encoders write them (Chunk.AppendJSON, Payload.AppendJSON),
+// without tokenizing the large base64 string twice. They only ever accept:
+// anything that deviates from the template in any byte returns ok false,
+// and the caller runs the strict decoder, whose verdict then stands. For a
+// frame a fast path accepts, the strict decoder accepts too and returns an
+// equal value (FuzzFastChunkAgreesWithTheStrictDecoder,
+// FuzzFastPayloadAgreesWithTheStrictDecoder): every string in a template is
+// escape-free, control-free and valid UTF-8, the keys are distinct, gen and
+// the integers are canonical, and the base64 passes the same canonical
+// check.
+
+// fastChunk decodes a stdout, stderr or data chunk frame.
 func fastChunk(data []byte) (*Chunk, bool) {
-	rest, ok := bytes.CutPrefix(data, []byte(`{"t":"chunk","gen":"`))
-	if !ok {
+	s := template{rest: data, ok: true}
+	s.literal(`{"t":"chunk","gen":"`)
+	gen := s.gen()
+	s.literal(`,"instructionId":"`)
+	id := s.id()
+	s.literal(`,"streamSeq":`)
+	seq := s.count(',')
+	s.literal(`,"kind":"`)
+	kind := ChunkKind(s.str())
+	if kind != ChunkStdout && kind != ChunkStderr && kind != ChunkData {
 		return nil, false
 	}
-	genText, rest, ok := cutString(rest)
-	if !ok || !canonicalDecimal(string(genText)) {
+	s.literal(`,"dataB64":"`)
+	raw := s.base64()
+	if !s.end() {
 		return nil, false
 	}
-	gen, err := ParseGen(string(genText))
-	if err != nil {
-		return nil, false
-	}
-	if rest, ok = bytes.CutPrefix(rest, []byte(`,"instructionId":"`)); !ok {
-		return nil, false
-	}
-	id, rest, ok := cutString(rest)
-	if !ok || len(id) == 0 || !plainString(id) {
-		return nil, false
-	}
-	if rest, ok = bytes.CutPrefix(rest, []byte(`,"streamSeq":`)); !ok {
-		return nil, false
-	}
-	end := bytes.IndexByte(rest, ',')
-	if end < 1 || (rest[0] == '0' && end > 1) {
-		return nil, false
-	}
-	seq, problem := safeInt(rest[:end])
-	if problem != "" || seq < 0 || rest[0] == '-' {
-		return nil, false
-	}
-	if rest, ok = bytes.CutPrefix(rest[end:], []byte(`,"kind":"`)); !ok {
-		return nil, false
-	}
-	kindText, rest, ok := cutString(rest)
-	kind := ChunkKind(kindText)
-	if !ok || (kind != ChunkStdout && kind != ChunkStderr && kind != ChunkData) {
-		return nil, false
-	}
-	if rest, ok = bytes.CutPrefix(rest, []byte(`,"dataB64":"`)); !ok {
-		return nil, false
-	}
-	b64, rest, ok := cutString(rest)
-	if !ok || string(rest) != "}" {
-		return nil, false
-	}
-	raw, err := decodeCanonicalBase64(b64)
-	if err != nil {
-		return nil, false
-	}
-	return &Chunk{Gen: gen, InstructionID: string(id), StreamSeq: seq, Kind: kind, Data: raw}, true
+	return &Chunk{Gen: gen, InstructionID: id, StreamSeq: seq, Kind: kind, Data: raw}, true
 }
+
+// fastPayload decodes a payload frame of part chunk.
+func fastPayload(data []byte) (*Payload, bool) {
+	s := template{rest: data, ok: true}
+	s.literal(`{"t":"payload","gen":"`)
+	gen := s.gen()
+	s.literal(`,"instructionId":"`)
+	id := s.id()
+	s.literal(`,"part":"chunk","offset":`)
+	offset := s.count(',')
+	s.literal(`,"dataB64":"`)
+	raw := s.base64()
+	if !s.end() {
+		return nil, false
+	}
+	return &Payload{Gen: gen, InstructionID: id, Part: PartChunk, Offset: offset, Data: raw}, true
+}
+
+// template matches a frame against an encoder's spelling, left to right.
+// Once a step fails, ok is false and every later step is a no-op.
+type template struct {
+	rest []byte
+	ok   bool
+}
+
+func (s *template) literal(p string) {
+	if s.ok {
+		s.rest, s.ok = bytes.CutPrefix(s.rest, []byte(p))
+	}
+}
+
+// str takes the bytes up to the next quote and the quote.
+func (s *template) str() []byte {
+	if !s.ok {
+		return nil
+	}
+	var b []byte
+	b, s.rest, s.ok = cutString(s.rest)
+	return b
+}
+
+// gen takes a canonical decimal gen and its closing quote.
+func (s *template) gen() Gen {
+	text := s.str()
+	if !s.ok || !canonicalDecimal(string(text)) {
+		s.ok = false
+		return 0
+	}
+	g, err := ParseGen(string(text))
+	s.ok = err == nil
+	return g
+}
+
+// id takes a non-empty plain string and its closing quote.
+func (s *template) id() string {
+	b := s.str()
+	if !s.ok || len(b) == 0 || !plainString(b) {
+		s.ok = false
+		return ""
+	}
+	return string(b)
+}
+
+// count takes a canonical non-negative safe integer ending before stop.
+func (s *template) count(stop byte) int64 {
+	if !s.ok {
+		return 0
+	}
+	end := bytes.IndexByte(s.rest, stop)
+	if end < 1 || (s.rest[0] == '0' && end > 1) || s.rest[0] == '-' {
+		s.ok = false
+		return 0
+	}
+	n, problem := safeInt(s.rest[:end])
+	if problem != "" || n < 0 {
+		s.ok = false
+		return 0
+	}
+	s.rest = s.rest[end:]
+	return n
+}
+
+// base64 takes a canonical base64 string and its closing quote.
+func (s *template) base64() []byte {
+	text := s.str()
+	if !s.ok {
+		return nil
+	}
+	raw, err := decodeCanonicalBase64(text)
+	if err != nil {
+		s.ok = false
+		return nil
+	}
+	return raw
+}
+
+// end: exactly the closing brace remains.
+func (s *template) end() bool { return s.ok && string(s.rest) == "}" }
 
 // cutString splits at the next quote: the string's bytes and what follows
 // the quote.

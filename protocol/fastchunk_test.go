@@ -47,3 +47,40 @@ func TestFastChunkLeavesEveryDeviationToTheStrictDecoder(t *testing.T) {
 		}
 	}
 }
+
+// Every payload chunk this package encodes takes the fast path, equal to
+// the strict decoder's result; begin and commit parts, and near misses,
+// take the strict path.
+func TestFastPayloadTakesEveryEncodedPayloadChunk(t *testing.T) {
+	for i, p := range []*Payload{
+		{Gen: 0, InstructionID: "ins_1", Part: PartChunk, Offset: 0, Data: []byte{}},
+		{Gen: 7, InstructionID: "ins_é", Part: PartChunk, Offset: 262144, Data: []byte("content\n")},
+		{Gen: 1<<64 - 1, InstructionID: "ins_x", Part: PartChunk, Offset: MaxSafeInteger, Data: make([]byte, DefaultPayloadPartBytes)},
+	} {
+		b, err := p.AppendJSON(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fast, ok := fastPayload(b)
+		if !ok {
+			t.Fatalf("payload %d (%s) missed the fast path", i, b[:60])
+		}
+		strict, err := DecodeServerFrame(TextMessage, append([]byte(" "), b...)) // a leading space forces the strict path
+		if err != nil || !reflect.DeepEqual(fast, strict) {
+			t.Fatalf("payload %d: fast %#v, strict %#v, %v", i, fast, strict, err)
+		}
+	}
+	for _, s := range []string{
+		`{"t":"payload","gen":"7","instructionId":"i","part":"begin","totalLen":3}`,
+		`{"t":"payload","gen":"7","instructionId":"i","part":"chunk","offset":01,"dataB64":"aGk="}`,
+		`{"t":"payload","gen":"7","instructionId":"i","part":"chunk","offset":-1,"dataB64":"aGk="}`,
+		`{"t":"payload","gen":"7","instructionId":"i","part":"chunk","offset":9007199254740992,"dataB64":"aGk="}`,
+		`{"t":"payload","gen":"7","instructionId":"i","part":"chunk","offset":0,"dataB64":"aGl="}`,
+		`{"t":"payload","gen":"7","instructionId":"i","part":"chunk","offset":0,"dataB64":"aGk=","totalLen":3}`,
+		`{"t":"payload","gen":"7","instructionId":"","part":"chunk","offset":0,"dataB64":"aGk="}`,
+	} {
+		if _, ok := fastPayload([]byte(s)); ok {
+			t.Errorf("the fast path accepted %s", s)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"bytes"
 	"encoding/base64"
 	"errors"
 	"reflect"
@@ -66,11 +67,36 @@ func FuzzDecodeDeviceFrame(f *testing.F) {
 		if binary {
 			t.Fatal("a binary frame was accepted")
 		}
+		mustNotAlias(t, data, func(b []byte) (any, error) { return DecodeDeviceFrame(kind, b, MaxFrameBytes) })
 		again := roundTripDevice(t, frame)
 		if !reflect.DeepEqual(frame, again) {
 			t.Fatalf("round trip changed the frame:\n first %#v\nsecond %#v", frame, again)
 		}
 	})
+}
+
+// mustNotAlias: a decoded frame owns its memory — the lane and the executor
+// reuse read buffers, so overwriting the input must not change the frame.
+// The fuzz engine's input must not be modified, so the frame is decoded
+// again from a copy, which is then clobbered.
+func mustNotAlias(t *testing.T, data []byte, decode func([]byte) (any, error)) {
+	t.Helper()
+	buf := bytes.Clone(data)
+	frame, err := decode(buf)
+	if err != nil {
+		t.Fatalf("decoding a copy of an accepted input failed: %v", err)
+	}
+	before, err := json.Marshal(frame)
+	if err != nil {
+		return // the round trip below reports it
+	}
+	for i := range buf {
+		buf[i] = '#'
+	}
+	after, _ := json.Marshal(frame)
+	if !bytes.Equal(before, after) {
+		t.Fatalf("the decoded frame changed with its input buffer:\n%s\n%s", before, after)
+	}
 }
 
 func roundTripDevice(t *testing.T, frame DeviceFrame) DeviceFrame {
@@ -111,6 +137,7 @@ func FuzzDecodeServerFrame(f *testing.F) {
 			}
 			return
 		}
+		mustNotAlias(t, data, func(b []byte) (any, error) { return DecodeServerFrame(TextMessage, b) })
 		b, err := json.Marshal(frame)
 		if err != nil {
 			t.Fatalf("an accepted frame does not re-encode: %v", err)
@@ -173,6 +200,33 @@ func encodeULID(b [16]byte) string {
 		hi >>= 5
 	}
 	return string(out[:])
+}
+
+// FuzzFastPayloadAgreesWithTheStrictDecoder: whatever the payload fast
+// path accepts, the strict decoder accepts too, with an equal value.
+func FuzzFastPayloadAgreesWithTheStrictDecoder(f *testing.F) {
+	for _, s := range serverFrameSeeds {
+		f.Add([]byte(s))
+	}
+	f.Add([]byte(`{"t":"payload","gen":"0","instructionId":"ins_x","part":"chunk","offset":0,"dataB64":""}`))
+	f.Add([]byte(`{"t":"payload","gen":"9","instructionId":"é","part":"chunk","offset":262144,"dataB64":"+/8="}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		fast, ok := fastPayload(data)
+		if !ok {
+			return
+		}
+		o, t2, ferr := readEnvelope(TextMessage, data, MaxFrameBytes)
+		if ferr != nil || t2 != string(TypePayload) {
+			t.Fatalf("the fast path accepted %q, the strict envelope refused it: %v", data, ferr)
+		}
+		strict := readPayload(o)
+		if o.s.err != nil {
+			t.Fatalf("the fast path accepted %q, the strict decoder refused it: %v", data, o.s.err)
+		}
+		if !reflect.DeepEqual(fast, strict) {
+			t.Fatalf("fast %#v != strict %#v", fast, strict)
+		}
+	})
 }
 
 // FuzzFastChunkAgreesWithTheStrictDecoder: whatever the chunk fast path
