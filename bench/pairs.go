@@ -61,10 +61,10 @@ func LaneStdout(b *testing.B, r *Rig) {
 	ctx := context.Background()
 	b.SetBytes(StreamBytes)
 	for b.Loop() {
-		n, _, err := r.Run(ctx, lane.Instruction{Kind: protocol.KindExecStream,
+		n, o, err := r.Run(ctx, lane.Instruction{Kind: protocol.KindExecStream,
 			Args: protocol.CommandArgs{Command: fmt.Sprintf("head -c %d /dev/zero", StreamBytes)}, Timeout: 10 * time.Minute})
 		if err != nil || n != StreamBytes {
-			b.Fatalf("%d bytes, %v", n, err)
+			b.Fatalf("%d bytes, outcome %+v, %v", n, o, err)
 		}
 	}
 }

@@ -105,7 +105,8 @@ func (r *Rig) Close() {
 }
 
 // Run dispatches one instruction and drains it: it returns the bytes of
-// output received and the outcome, or an error if it did not succeed.
+// output received and the outcome, or an error if it did not succeed (a
+// cancellation, e.g. by the lane's delivery bound, is not success).
 func (r *Rig) Run(ctx context.Context, in lane.Instruction) (int64, protocol.Outcome, error) {
 	call, err := r.Lane.Dispatch(ctx, r.DeviceID, in)
 	if err != nil {
@@ -118,10 +119,11 @@ func (r *Rig) Run(ctx context.Context, in lane.Instruction) (int64, protocol.Out
 			return n, nil, err
 		}
 		if ev.Settled != nil {
-			if !ev.Settled.Outcome.OK() {
-				return n, ev.Settled.Outcome, fmt.Errorf("bench: %v", ev.Settled.Outcome)
+			o := ev.Settled.Outcome
+			if !o.OK() || o.Kind() == protocol.OutcomeCancelled || call.Err() != nil {
+				return n, o, fmt.Errorf("bench: %v (%v)", o, call.Err())
 			}
-			return n, ev.Settled.Outcome, nil
+			return n, o, nil
 		}
 		n += int64(len(ev.Chunk.Data))
 	}

@@ -50,9 +50,17 @@ type Event struct {
 var ErrDeliveryOverflow = errors.New("lane: the caller did not keep up with the output; the instruction was cancelled")
 
 // Call is one dispatched instruction. Its events are read with Next; its
-// settlement with Wait. Reading is optional: undelivered chunks are bounded
-// (Config.DeliveryEntries, DeliveryBytes) and an overflow cancels the
-// remote command.
+// settlement with Wait.
+//
+// Reading paces the device: the lane acknowledges output (chunkAck) only
+// while at most half the pending-delivery bound (Config.DeliveryEntries,
+// DeliveryBytes) waits unread, and again once Next has taken enough. The
+// executor holds back output it has not had acknowledged, so a slow reader
+// slows the command (its pipe fills and it blocks, as under ssh) instead of
+// losing output. A caller that does not read stalls the command until its
+// timeout; one that must not, drains Next. The bound itself still holds
+// against a device that runs ahead of its acknowledgements: an overflow
+// cancels the remote command (§4) and Err reports ErrDeliveryOverflow.
 type Call struct {
 	ID       string
 	DeviceID string
@@ -70,6 +78,7 @@ type Call struct {
 	done       chan struct{}
 	settlement Settlement
 	finished   bool // the settlement event was taken by Next
+	ackHeld    bool // output was left unacknowledged: Next releases it
 
 	// The lane side, under the device's lock.
 	state       protocol.InstructionState
@@ -77,6 +86,7 @@ type Call struct {
 	content     []byte
 	stream      *stream
 	resultSeq   int64 // highest deviceSeq seen; -1 for none
+	ackedTo     int64 // the chunkAck watermark sent; -1 for none
 	sent        chan struct{}
 	ceiling     clock.Timer
 	gapTimer    clock.Timer
@@ -100,7 +110,14 @@ func (c *Call) Next(ctx context.Context) (Event, error) {
 			if e.Settled != nil {
 				c.finished = true
 			}
+			release := c.ackHeld && c.withinAckWindowLocked()
+			if release {
+				c.ackHeld = false
+			}
 			c.mu.Unlock()
+			if release {
+				c.srv.releaseAck(c)
+			}
 			return e, nil
 		}
 		if c.finished {
@@ -163,6 +180,28 @@ func (c *Call) push(ch protocol.Chunk, maxEntries, maxBytes int) bool {
 	c.pendBytes += len(ch.Data)
 	c.wake()
 	return true
+}
+
+// ackNow decides, after chunks were pushed, whether the lane acknowledges
+// them now; if not, the next Next that brings the backlog inside the window
+// does (releaseAck).
+func (c *Call) ackNow() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.withinAckWindowLocked() {
+		return true
+	}
+	c.ackHeld = true
+	return false
+}
+
+// withinAckWindowLocked: at most half the delivery bound waits unread, so
+// the output a device may send on the strength of an acknowledgement — our
+// executor's default is 1 MiB unacknowledged per instruction — fits in the
+// other half.
+func (c *Call) withinAckWindowLocked() bool {
+	cfg := &c.srv.cfg
+	return c.pendBytes <= cfg.DeliveryBytes/2 && len(c.events) <= cfg.DeliveryEntries/2
 }
 
 // finish records the settlement, once.

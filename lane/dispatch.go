@@ -52,7 +52,7 @@ func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instru
 	call := &Call{
 		ID: frame.InstructionID, DeviceID: deviceID, Kind: in.Kind, srv: s, owner: owner,
 		notify: make(chan struct{}, 1), done: make(chan struct{}), sent: make(chan struct{}),
-		state: protocol.StateQueued, frame: frame, content: in.Content, resultSeq: -1,
+		state: protocol.StateQueued, frame: frame, content: in.Content, resultSeq: -1, ackedTo: -1,
 	}
 	d := s.device(deviceID)
 	d.mu.Lock()

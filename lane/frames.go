@@ -218,9 +218,35 @@ func (s *Server) handleChunk(c *conn, ch *protocol.Chunk) {
 		}
 	}
 	s.gapTimer(d, call, len(delivered) > 0)
-	watermark := call.stream.watermark
+	// The acknowledgement paces the device by the caller's reading (see
+	// Call): new output is acknowledged while the backlog is inside the
+	// window; a duplicate or out-of-order chunk is re-acknowledged with the
+	// watermark already sent (§4), never a withheld one.
+	advanced := len(delivered) > 0 && call.ackNow()
+	if advanced {
+		call.ackedTo = call.stream.watermark
+	}
+	watermark := call.ackedTo
 	d.mu.Unlock()
-	c.write(&protocol.ChunkAck{Gen: c.gen, InstructionID: ch.InstructionID, UpToStreamSeq: watermark})
+	if advanced || len(delivered) == 0 {
+		c.write(&protocol.ChunkAck{Gen: c.gen, InstructionID: ch.InstructionID, UpToStreamSeq: watermark})
+	}
+}
+
+// releaseAck acknowledges the output delivered so far, once the caller has
+// read enough of a backlog for which acknowledgements were withheld.
+func (s *Server) releaseAck(call *Call) {
+	d := s.device(call.DeviceID)
+	d.mu.Lock()
+	conn := d.conn
+	if call.state != protocol.StateDispatchCommitted || conn == nil || !conn.takesCancels() || call.stream.watermark <= call.ackedTo {
+		d.mu.Unlock()
+		return
+	}
+	call.ackedTo = call.stream.watermark
+	frame := &protocol.ChunkAck{Gen: conn.gen, InstructionID: call.ID, UpToStreamSeq: call.ackedTo}
+	d.mu.Unlock()
+	conn.write(frame)
 }
 
 // gapTimer runs while chunks wait behind a missing streamSeq; progress
