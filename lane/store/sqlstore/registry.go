@@ -133,7 +133,11 @@ func (s *Store) device(ctx context.Context, q querier, id string) (store.Device,
 
 // Device returns a device by id.
 func (s *Store) Device(ctx context.Context, id string) (store.Device, error) {
-	return s.device(ctx, s.db, id)
+	d, err := scanDevice(s.deviceByID.QueryRowContext(ctx, id))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return d, s.wrap("read device", err)
+	}
+	return d, err
 }
 
 // ListDevices returns an owner's devices, oldest first.

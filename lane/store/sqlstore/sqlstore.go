@@ -40,6 +40,10 @@ type Dialect struct {
 type Store struct {
 	db *sql.DB
 	d  Dialect
+	// deviceByID is prepared once: the lane reads a device on every
+	// dispatch, and parsing the statement was most of that read's cost
+	// (SQLite: ~90 of ~150 µs).
+	deviceByID *sql.Stmt
 }
 
 // New wraps an open database after applying the migrations in fsys (files
@@ -48,6 +52,10 @@ func New(ctx context.Context, db *sql.DB, d Dialect, fsys embed.FS) (*Store, err
 	s := &Store{db: db, d: d}
 	if err := s.migrate(ctx, fsys); err != nil {
 		return nil, err
+	}
+	var err error
+	if s.deviceByID, err = db.PrepareContext(ctx, s.sql(`SELECT `+deviceColumns+` FROM devices WHERE id = ?`)); err != nil {
+		return nil, s.wrap("prepare the device read", err)
 	}
 	return s, nil
 }
@@ -83,7 +91,10 @@ func (s *Store) sql(query string) string { return s.q(s.now(query)) }
 func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
 
 // Close releases the database.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.deviceByID.Close()
+	return s.db.Close()
+}
 
 func (s *Store) migrate(ctx context.Context, fsys embed.FS) error {
 	names, err := fs.Glob(fsys, "migrations/*.sql")
