@@ -151,18 +151,8 @@ func (c *conn) serve() {
 	if c.write(&protocol.Challenge{Nonce: c.nonce, ProtocolVersion: protocol.ProtocolVersion}) != nil {
 		return
 	}
-	// After the handshake, frames are decoded and handled by a second
-	// goroutine fed in order through a small queue, so that reading the next
-	// message from the socket overlaps with decoding this one (the strict
-	// decode of a 64 KiB chunk is the lane's largest per-frame cost).
-	var work chan inbound
-	handled := make(chan struct{})
-	defer func() {
-		if work != nil {
-			close(work)
-			<-handled
-		}
-	}()
+	in := &intake{c: c}
+	defer in.stop()
 	for {
 		buf := messageBuffers.Get()
 		typ, data, err := wsmsg.Read(c.ctx, c.ws, *buf)
@@ -184,20 +174,7 @@ func (c *conn) serve() {
 			continue
 		}
 		c.touch()
-		if work == nil {
-			work = make(chan inbound, 8)
-			go func() {
-				defer close(handled)
-				for m := range work {
-					c.established(m.kind, *m.buf)
-					messageBuffers.Put(m.buf)
-				}
-			}()
-		}
-		select {
-		case work <- inbound{kind, buf}:
-		case <-c.ctx.Done():
-			messageBuffers.Put(buf)
+		if !in.take(inbound{kind, buf}) {
 			return
 		}
 	}
@@ -213,6 +190,68 @@ var messageBuffers wsmsg.Pool
 type inbound struct {
 	kind protocol.MessageKind
 	buf  *[]byte
+}
+
+// inlineFrameBytes: a message this small is handled on the reading
+// goroutine when nothing waits before it — results, exit chunks, heartbeats:
+// the frames a round trip waits for skip a goroutine handoff.
+const inlineFrameBytes = 4 << 10
+
+// intake handles the established frames of one socket in arrival order.
+// Large frames (output) are decoded and handled by a second goroutine, fed
+// through a small queue, so that reading the next message from the socket
+// overlaps with decoding this one (the strict decode of a 64 KiB chunk is
+// the lane's largest per-frame cost). A small frame is handled inline when
+// the queue is empty and the worker idle (queued counts the frames given to
+// the worker and not yet handled; only the reader adds to it, so zero means
+// nothing is ahead of this frame). The worker starts with the first large
+// frame: a device that only sends heartbeats has one goroutine.
+type intake struct {
+	c       *conn
+	work    chan inbound
+	queued  atomic.Int64
+	handled chan struct{}
+}
+
+// take handles or queues m; false when the connection is ending.
+func (in *intake) take(m inbound) bool {
+	if in.queued.Load() == 0 && len(*m.buf) <= inlineFrameBytes {
+		in.handle(m)
+		return true
+	}
+	if in.work == nil {
+		in.work, in.handled = make(chan inbound, 8), make(chan struct{})
+		go in.worker()
+	}
+	in.queued.Add(1)
+	select {
+	case in.work <- m:
+		return true
+	case <-in.c.ctx.Done():
+		messageBuffers.Put(m.buf)
+		return false
+	}
+}
+
+func (in *intake) worker() {
+	defer close(in.handled)
+	for m := range in.work {
+		in.handle(m)
+		in.queued.Add(-1)
+	}
+}
+
+func (in *intake) handle(m inbound) {
+	in.c.established(m.kind, *m.buf)
+	messageBuffers.Put(m.buf)
+}
+
+// stop ends the worker after it has handled what was queued.
+func (in *intake) stop() {
+	if in.work != nil {
+		close(in.work)
+		<-in.handled
+	}
 }
 
 // established takes one message after the handshake: it refreshes
