@@ -118,10 +118,9 @@ func (r *BLEReassembler) Disconnect() {
 // nexting peripheral, as a BLE stack adapter provides it once it has
 // connected, discovered BLEServiceUUID and its three characteristics, and
 // (before any approval traffic — the spec requires an encrypted, bonded
-// link) paired. The package has no adapter yet; one for
-// tinygo.org/x/bluetooth maps the methods to DeviceCharacteristic Read,
-// Write (with response), EnableNotifications and GetMTU, and Device's
-// Disconnect and the adapter's connect handler.
+// link) paired. nexting/bleadapter implements it on tinygo.org/x/bluetooth
+// and BlueZ; this package does not depend on it, so that a device maker
+// using the codec pulls in no Bluetooth stack.
 type BLELink interface {
 	// MTU is the link's current ATT MTU (≥ 23).
 	MTU() int

@@ -30,7 +30,8 @@
 //     Inputs take the current instant; Deadline says when to Tick.
 //   - stream.go: Conn, and Stream, a Conn over any io.ReadWriter.
 //   - ble.go: the GATT design's chunker (BLESplit) and reassembler, the
-//     BLELink a stack adapter implements, and BLEConn over it.
+//     BLELink a stack adapter implements, and BLEConn over it. The adapter
+//     for BlueZ is the separate package nexting/bleadapter.
 //   - session.go: Session, the host end of a connection: OpenStream or
 //     OpenBLE, then Ask(ctx, summary, ttl) → allow, deny, expired,
 //     cancelled or lost.

@@ -38,9 +38,14 @@ type Config struct {
 	WorkspaceRoot string
 	// Device names the device in messages and logs ("unix:/path").
 	Device string
-	// Dial connects to the device; the device writes its Device Info line
-	// first (docs/nexting.md, "Device Info on a stream"). Target.Dial is
-	// the usual one.
+	// Open connects to the device and starts a host session on it with
+	// the SessionConfig it is given (the gate's clock and logger):
+	// Target.Open is the usual one, for every kind of target, BLE
+	// included. One of Open and Dial is required; Open wins.
+	Open func(ctx context.Context, cfg nexting.SessionConfig) (*nexting.Session, error)
+	// Dial connects to a byte-stream device, which writes its Device Info
+	// line first (docs/nexting.md, "Device Info on a stream"); the gate
+	// starts the session with nexting.OpenStream. Target.Dial is one.
 	Dial func(ctx context.Context) (io.ReadWriteCloser, error)
 	// Clock drives TTLs, reconnection and the status rate; nil is the
 	// system clock.
@@ -100,8 +105,8 @@ func New(cfg Config) (*Gate, error) {
 	if cfg.WorkspaceRoot == "" {
 		return nil, errors.New("approve: Config.WorkspaceRoot is required")
 	}
-	if cfg.Dial == nil {
-		return nil, errors.New("approve: Config.Dial is required")
+	if cfg.Open == nil && cfg.Dial == nil {
+		return nil, errors.New("approve: Config.Open or Config.Dial is required")
 	}
 	if cfg.Policy == nil {
 		cfg.Policy = DefaultPolicy()
@@ -375,11 +380,15 @@ func (g *Gate) keep() {
 func (g *Gate) connect() (*nexting.Session, error) {
 	ctx, cancel := context.WithTimeout(g.ctx, g.cfg.ConnectTimeout)
 	defer cancel()
+	cfg := nexting.SessionConfig{Clock: g.clk, Logger: g.log}
+	if g.cfg.Open != nil {
+		return g.cfg.Open(ctx, cfg)
+	}
 	rw, err := g.cfg.Dial(ctx)
 	if err != nil {
 		return nil, err
 	}
-	return nexting.OpenStream(ctx, rw, nexting.SessionConfig{Clock: g.clk, Logger: g.log})
+	return nexting.OpenStream(ctx, rw, cfg)
 }
 
 func (g *Gate) publish(s *nexting.Session) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,6 +16,7 @@ import (
 	"github.com/sema-agent/sema/executor/ops"
 	"github.com/sema-agent/sema/internal/clock"
 	"github.com/sema-agent/sema/nexting"
+	"github.com/sema-agent/sema/nexting/bleadapter"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -297,18 +299,111 @@ func TestTargets(t *testing.T) {
 			t.Errorf("ParseTarget(%q) accepted", bad)
 		}
 	}
-	for _, s := range []string{"ble:AA:BB:CC:DD:EE:FF"} {
-		tg, err := approve.ParseTarget(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := tg.Available(); !errors.Is(err, approve.ErrNotAvailable) || !strings.Contains(err.Error(), "not available in this build") {
-			t.Errorf("%s: %v", s, err)
-		}
-		if _, err := tg.Dial(t.Context()); !errors.Is(err, approve.ErrNotAvailable) {
-			t.Errorf("%s dialed: %v", s, err)
+	for bad, says := range map[string]string{
+		"ble:AA:BB:CC:DD:EE":    "six two-digit hex bytes",
+		"ble:AA-BB-CC-DD-EE-FF": "colon at position 3",
+		"ble:hci0":              "six two-digit hex bytes",
+		"ble:6eadc0de-0001-4a21-9c5e-1b7f3d9e42a0": "macOS",
+	} {
+		if _, err := approve.ParseTarget(bad); err == nil || !strings.Contains(err.Error(), says) || !strings.Contains(err.Error(), bad) {
+			t.Errorf("ParseTarget(%q): %v; want an error naming it and saying %q", bad, err, says)
 		}
 	}
+	tg, err := approve.ParseTarget("ble:aa:bb:cc:dd:ee:ff")
+	if err != nil || tg.String() != "ble:AA:BB:CC:DD:EE:FF" {
+		t.Fatalf("%v %v", tg, err)
+	}
+	if _, err := tg.Dial(t.Context()); err == nil {
+		t.Error("dialed a BLE device as a byte stream")
+	}
+	if bleadapter.Supported {
+		if err := tg.Available(); err != nil {
+			t.Errorf("%s: %v", tg, err)
+		}
+		return
+	}
+	if err := tg.Available(); !errors.Is(err, approve.ErrNotAvailable) || !strings.Contains(err.Error(), "not available in this build") {
+		t.Errorf("%s: %v", tg, err)
+	}
+	if _, err := tg.Open(t.Context(), nexting.SessionConfig{}); !errors.Is(err, approve.ErrNotAvailable) {
+		t.Errorf("%s opened: %v", tg, err)
+	}
+}
+
+// Opening a BLE device where there is no Bluetooth (no system D-Bus, as on
+// the machine these tests were written on; forced here so that a machine
+// with BlueZ is never touched) fails at once with an error that says so.
+func TestOpenBLEWithoutBluetooth(t *testing.T) {
+	if !bleadapter.Supported {
+		t.Skip("no Bluetooth LE in this build (TestTargets checks the refusal)")
+	}
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path="+t.TempDir()+"/no-system-bus")
+	tg, err := approve.ParseTarget("ble:AA:BB:CC:DD:EE:FF")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	_, err = tg.Open(ctx, nexting.SessionConfig{})
+	if !errors.Is(err, bleadapter.ErrNoAdapter) || !strings.HasPrefix(err.Error(), "approval device ble:AA:BB:CC:DD:EE:FF: no Bluetooth adapter: ") ||
+		!strings.Contains(err.Error(), "D-Bus") {
+		t.Fatalf("Open: %v", err)
+	}
+}
+
+// The gate over Config.Open with a BLE target and no Bluetooth: it keeps
+// retrying in the background, logs why, and an instruction needing
+// approval is refused when its wait for a device ends.
+func TestGateBLEWithoutBluetooth(t *testing.T) {
+	if !bleadapter.Supported {
+		t.Skip("no Bluetooth LE in this build")
+	}
+	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path="+t.TempDir()+"/no-system-bus")
+	ctx := testCtx(t)
+	fc := watch(clock.NewFake(epoch))
+	tg, err := approve.ParseTarget("ble:AA:BB:CC:DD:EE:FF")
+	if err != nil {
+		t.Fatal(err)
+	}
+	logs := &logBuffer{}
+	g, err := approve.New(approve.Config{WorkspaceRoot: t.TempDir(), Device: tg.String(), Open: tg.Open,
+		ConnectTimeout: tg.ConnectTimeout(), Clock: fc, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	fc.advancePast(ctx, t, 2*time.Second) // the first attempt failed (and was logged); the second starts
+	r := &runner{}
+	req := execReq("ls")
+	req.Timeout = 10 * time.Second
+	ch := gated(ctx, g, req, r)
+	fc.advancePast(ctx, t, 5*time.Second)
+	wantDenied(t, wait(ctx, t, ch), "no approval device is connected (ble:AA:BB:CC:DD:EE:FF)")
+	if r.calls.Load() != 0 {
+		t.Fatal("ran without a device")
+	}
+	g.Close()
+	if out := logs.String(); !strings.Contains(out, "cannot connect to the approval device") || !strings.Contains(out, "no Bluetooth adapter") {
+		t.Fatalf("logs: %s", out)
+	}
+}
+
+// logBuffer is a log destination safe for the gate's goroutine.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // A write waiting for approval takes its payload frames as they come (the

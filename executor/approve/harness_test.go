@@ -127,7 +127,7 @@ func testCtx(t *testing.T) context.Context {
 func newGate(t *testing.T, d *simDevice, ws string, p *approve.Policy) *approve.Gate {
 	t.Helper()
 	tg := d.target()
-	g, err := approve.New(approve.Config{Policy: p, WorkspaceRoot: ws, Device: tg.String(), Dial: tg.Dial, Clock: d.gclk})
+	g, err := approve.New(approve.Config{Policy: p, WorkspaceRoot: ws, Device: tg.String(), Open: tg.Open, Clock: d.gclk})
 	if err != nil {
 		t.Fatal(err)
 	}

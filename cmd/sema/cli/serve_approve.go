@@ -22,7 +22,7 @@ type approveFlags struct {
 }
 
 func (f *approveFlags) register(c *cobra.Command) {
-	c.Flags().StringVar(&f.target, "approve", "", "hold risky instructions until a person allows them on this approval device: unix:PATH or serial:DEV[@BAUD] (ble:ADDR is not available in this build)")
+	c.Flags().StringVar(&f.target, "approve", "", "hold risky instructions until a person allows them on this approval device: unix:PATH, serial:DEV[@BAUD], or ble:AA:BB:CC:DD:EE:FF (Bluetooth LE, Linux with BlueZ; pair and bond the device with bluetoothctl first)")
 	c.Flags().StringVar(&f.policy, "approval-policy", "", "a JSON file saying which instructions need approval (default: every exec, and writes outside the workspace)")
 }
 
@@ -61,11 +61,12 @@ func (f *approveFlags) start(workspaceRoot string, log *slog.Logger) (gate execu
 		log.Warn("the approval policy needs approval for nothing; every instruction runs without asking")
 	}
 	g, err := approve.New(approve.Config{
-		Policy:        f.rules,
-		WorkspaceRoot: workspaceRoot,
-		Device:        f.parsed.String(),
-		Dial:          f.parsed.Dial,
-		Logger:        log,
+		Policy:         f.rules,
+		WorkspaceRoot:  workspaceRoot,
+		Device:         f.parsed.String(),
+		Open:           f.parsed.Open,
+		ConnectTimeout: f.parsed.ConnectTimeout(),
+		Logger:         log,
 	})
 	if err != nil {
 		return nil, nil, fmt.Errorf("approval device: %w", err)
