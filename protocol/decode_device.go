@@ -95,7 +95,7 @@ func clip(s string) string {
 
 func readHello(o *object) *Hello {
 	h := &Hello{
-		ProtocolVersion: int(o.integer("protocolVersion", 0)),
+		ProtocolVersion: o.intValue("protocolVersion", 0),
 		DeviceID:        o.nonEmpty("deviceId"),
 		Epoch:           o.str("epoch"),
 		SignatureB64:    o.str("signatureB64"),
@@ -136,7 +136,7 @@ func readChunk(o *object) *Chunk {
 		if !hasExit {
 			o.s.fail("exitCode", "an exit chunk must carry exitCode")
 		}
-		c.ExitCode = int(o.integer("exitCode", -MaxSafeInteger))
+		c.ExitCode = o.intValue("exitCode", -MaxSafeInteger)
 		return c
 	}
 	if hasExit {
@@ -186,7 +186,7 @@ func readOutcome(o *object) Outcome {
 	}
 	switch kind {
 	case OutcomeExec:
-		e := ExecOutcome{ExitCode: int(o.integer("exitCode", -MaxSafeInteger))}
+		e := ExecOutcome{ExitCode: o.intValue("exitCode", -MaxSafeInteger)}
 		if t := o.optObj("truncated"); t != nil {
 			out, _ := t.optBool("stdout")
 			errs, _ := t.optBool("stderr")

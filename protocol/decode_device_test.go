@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"testing"
@@ -629,6 +630,7 @@ type ddNumField struct {
 	signed bool     // negative values are in range
 	good   []string // accepted spellings, beyond 0 and 2^53-1
 	noMax  bool     // 2^53-1 is out of this field's own range
+	goInt  bool     // held in a Go int: on a 32-bit platform, values beyond it are refused
 }
 
 func ddOutcomeOf(f DeviceFrame) Outcome { return f.(*Result).Outcome }
@@ -641,7 +643,7 @@ func ddNumFields() []ddNumField {
 	}
 	return []ddNumField{
 		{
-			name: "hello.protocolVersion", field: "protocolVersion",
+			name: "hello.protocolVersion", field: "protocolVersion", goInt: true,
 			frame: func(raw string) string { return ddHello().set("protocolVersion", raw).String() },
 			get:   func(f DeviceFrame) int64 { return int64(f.(*Hello).ProtocolVersion) },
 			good:  []string{"1"},
@@ -670,7 +672,7 @@ func ddNumFields() []ddNumField {
 			good:  []string{"41"},
 		},
 		{
-			name: "chunk.exitCode", field: "exitCode", signed: true,
+			name: "chunk.exitCode", field: "exitCode", signed: true, goInt: true,
 			frame: func(raw string) string { return ddExit().set("exitCode", raw).String() },
 			get:   func(f DeviceFrame) int64 { return int64(f.(*Chunk).ExitCode) },
 			good:  []string{"1", "-1", "255", "-9007199254740991"},
@@ -682,7 +684,7 @@ func ddNumFields() []ddNumField {
 			good:  []string{"120000"},
 		},
 		{
-			name: "outcome.exitCode", field: "outcome.exitCode", signed: true,
+			name: "outcome.exitCode", field: "outcome.exitCode", signed: true, goInt: true,
 			frame: func(raw string) string {
 				return ddResult(`{"ok":true,"kind":"exec","exitCode":` + raw + `}`).String()
 			},
@@ -759,11 +761,15 @@ func TestNumericFieldsMustBeSafeIntegers(t *testing.T) {
 			}
 			for _, raw := range good {
 				t.Run("accepts "+raw, func(t *testing.T) {
-					f := ddDecode(t, nf.frame(raw))
 					var want int64
 					if _, err := fmt.Sscan(raw, &want); err != nil {
 						t.Fatal(err)
 					}
+					if nf.goInt && (want < math.MinInt || want > math.MaxInt) {
+						ddExpectReject(t, TextMessage, []byte(nf.frame(raw)), DeviceFrameLimit(true), ReasonBadShape, nf.field)
+						return // 32-bit: refused, never truncated
+					}
+					f := ddDecode(t, nf.frame(raw))
 					if got := nf.get(f); got != want {
 						t.Errorf("decoded %s as %d, want %d", raw, got, want)
 					}

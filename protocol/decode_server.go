@@ -27,7 +27,7 @@ func DecodeServerFrame(kind MessageKind, data []byte) (ServerFrame, error) {
 	var f ServerFrame
 	switch ft := ServerFrameType(t); ft {
 	case TypeChallenge:
-		f = &Challenge{Nonce: o.nonEmpty("nonce"), ProtocolVersion: int(o.integer("protocolVersion", 0))}
+		f = &Challenge{Nonce: o.nonEmpty("nonce"), ProtocolVersion: o.intValue("protocolVersion", 0)}
 	case TypeHelloAck:
 		f = readHelloAck(o)
 	case TypeHelloReject:
@@ -67,7 +67,7 @@ func readHelloAck(o *object) *HelloAck {
 	}
 	a := &HelloAck{
 		HeartbeatIntervalMs: o.integer("heartbeatIntervalMs", 1),
-		MaxInflight:         int(o.integer("maxInflight", 1)),
+		MaxInflight:         o.intValue("maxInflight", 1),
 		Gen:                 o.gen(),
 		PendingInstructions: o.strings("pendingInstructions"),
 		ChunkWatermarks:     map[string]int64{},
@@ -87,8 +87,8 @@ func readHelloReject(o *object) *HelloReject {
 		o.s.fail("code", "must be one of DEVICE_HELLO_REJECT_CODES")
 	}
 	r.Code = code
-	if v, ok := o.optInteger("minProtocolVersion", 0); ok {
-		n := int(v)
+	if _, ok := o.get("minProtocolVersion"); ok {
+		n := o.intValue("minProtocolVersion", 0)
 		r.MinProtocolVersion = &n
 	}
 	return r

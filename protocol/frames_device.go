@@ -172,7 +172,7 @@ func (f *Chunk) AppendJSON(b []byte) ([]byte, error) {
 	if err := checkStreamFields(f.InstructionID, f.StreamSeq); err != nil {
 		return nil, err
 	}
-	if f.ExitCode < -MaxSafeInteger || f.ExitCode > MaxSafeInteger {
+	if int64(f.ExitCode) < -MaxSafeInteger || int64(f.ExitCode) > MaxSafeInteger {
 		return nil, fmt.Errorf("protocol: exitCode %d is not a safe integer", f.ExitCode)
 	}
 	b = slices.Grow(b, 128+len(f.InstructionID)+b64.EncodedLen(len(f.Data)))

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 
 	"github.com/go-json-experiment/json/jsontext"
 	"github.com/sema-agent/sema/internal/b64"
@@ -233,6 +234,17 @@ func (o *object) integer(name string, min int64) int64 {
 		return 0
 	}
 	return o.asInt(name, raw, min)
+}
+
+// intValue is integer for a field held in a Go int: on a 32-bit platform a
+// safe integer beyond the int range is refused, never truncated.
+func (o *object) intValue(name string, min int64) int {
+	n := o.integer(name, min)
+	if n < math.MinInt || n > math.MaxInt {
+		o.s.fail(o.path(name), "%d does not fit this platform's int", n)
+		return 0
+	}
+	return int(n)
 }
 
 func (o *object) optInteger(name string, min int64) (int64, bool) {
