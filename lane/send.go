@@ -1,8 +1,6 @@
 package lane
 
 import (
-	"crypto/sha256"
-
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -17,8 +15,9 @@ func (c *conn) sendInstruction(call *Call, frame protocol.Instruction) {
 		return
 	}
 	content := call.content
-	sum := protocol.Digest(sha256.Sum256(content))
-	total := int64(len(content))
+	// buildFrame put the length and digest in args (§3.4: the same values).
+	w := frame.Args.(protocol.WriteArgs)
+	sum, total := w.SHA256, w.ContentLen
 	p := &protocol.Payload{Gen: frame.Gen, InstructionID: call.ID, Part: protocol.PartBegin, TotalLen: total, SHA256: sum}
 	if c.write(p) != nil {
 		return
