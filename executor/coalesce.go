@@ -12,15 +12,21 @@ import (
 // buffer, flushing every 4 KiB: one write(2) per 4 KiB, which dominated the
 // cost of streaming output (a 64 KiB chunk is ~87 KiB on the wire). A
 // coalescingConn copies writes into a bounded buffer that one goroutine
-// drains in large writes, so the socket sees few, large writes. Nothing is
-// lost: an error is reported by the next Write and by Close, as a buffered
-// writer's is, and Close flushes what is buffered first.
+// drains in large writes, so the socket sees few, large writes. A small
+// write (a whole small frame: a result, an exit chunk, a heartbeat) that
+// finds nothing buffered and nothing being written goes straight to the
+// socket instead, saving the round trip a goroutine handoff. Order is kept:
+// only one write(2) is ever under way, and a write never overtakes buffered
+// bytes. Nothing is lost: an error is reported by the next Write and by
+// Close, as a buffered writer's is, and Close flushes what is buffered
+// first.
 type coalescingConn struct {
 	net.Conn
 	mu      sync.Mutex
 	cond    *sync.Cond
 	buf     []byte // waiting to be written
 	spare   []byte
+	writing bool  // a write(2) is under way, by drain or a direct Write
 	err     error // the first write error; sticky
 	closing bool
 	done    chan struct{} // closed when the drain goroutine ends
@@ -28,6 +34,10 @@ type coalescingConn struct {
 
 // coalesceLimit bounds the buffered bytes; a writer beyond it waits.
 const coalesceLimit = 1 << 20
+
+// directWriteMax: a write shorter than the WebSocket library's buffer is
+// the whole (or the last piece) of a frame; it may go straight out.
+const directWriteMax = 4 << 10
 
 func newCoalescingConn(c net.Conn) *coalescingConn {
 	cc := &coalescingConn{Conn: c, done: make(chan struct{})}
@@ -48,17 +58,34 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 	if c.closing {
 		return 0, net.ErrClosed
 	}
+	if len(p) < directWriteMax && len(c.buf) == 0 && !c.writing {
+		return c.writeDirect(p)
+	}
 	c.buf = append(c.buf, p...)
 	c.cond.Broadcast()
 	return len(p), nil
 }
 
-// drain owns the socket's writes until Close or an error.
+// writeDirect writes p itself (c.mu held; released during the write).
+func (c *coalescingConn) writeDirect(p []byte) (int, error) {
+	c.writing = true
+	c.mu.Unlock()
+	n, err := c.Conn.Write(p)
+	c.mu.Lock()
+	c.writing = false
+	if err != nil && c.err == nil {
+		c.err = err
+	}
+	c.cond.Broadcast()
+	return n, err
+}
+
+// drain owns the socket's buffered writes until Close or an error.
 func (c *coalescingConn) drain() {
 	defer close(c.done)
 	for {
 		c.mu.Lock()
-		for len(c.buf) == 0 && !c.closing && c.err == nil {
+		for (len(c.buf) == 0 || c.writing) && !(c.closing && !c.writing && len(c.buf) == 0) && c.err == nil {
 			c.cond.Wait()
 		}
 		if c.err != nil || (len(c.buf) == 0 && c.closing) {
@@ -67,11 +94,13 @@ func (c *coalescingConn) drain() {
 		}
 		batch := c.buf
 		c.buf, c.spare = c.spare[:0], nil
+		c.writing = true
 		c.mu.Unlock()
 		_, err := c.Conn.Write(batch)
 		c.mu.Lock()
 		c.spare = batch[:0]
-		if err != nil {
+		c.writing = false
+		if err != nil && c.err == nil {
 			c.err = err
 		}
 		c.cond.Broadcast()

@@ -2,8 +2,10 @@ package executor
 
 import (
 	"bytes"
+	"errors"
 	"io"
 	"net"
+	"sync"
 	"testing"
 )
 
@@ -64,4 +66,45 @@ func TestCoalescingConnReportsAWriteError(t *testing.T) {
 		t.Fatal("writes kept succeeding after the socket failed")
 	}
 	c.Close()
+}
+
+// failConn fails every write after the first n bytes.
+type failConn struct {
+	net.Conn
+	mu   sync.Mutex
+	left int
+}
+
+var errBroken = errors.New("broken pipe (test)")
+
+func (f *failConn) Write(p []byte) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if len(p) > f.left {
+		return 0, errBroken
+	}
+	f.left -= len(p)
+	return len(p), nil
+}
+
+func (f *failConn) Close() error { return nil }
+
+// A write error is sticky: the Write that meets it or the next one reports
+// it, and so does every later Write; nothing is written after it.
+func TestCoalescingConnReportsAWriteErrorToEveryLaterWrite(t *testing.T) {
+	for _, size := range []int{10, 4096, 100000} {
+		fc := &failConn{left: 5}
+		cc := newCoalescingConn(fc)
+		var err error
+		for i := 0; i < 100 && err == nil; i++ {
+			_, err = cc.Write(make([]byte, size))
+		}
+		if !errors.Is(err, errBroken) {
+			t.Fatalf("writes of %d bytes: %v, want the connection's error", size, err)
+		}
+		if _, err := cc.Write([]byte("x")); !errors.Is(err, errBroken) {
+			t.Fatalf("a write after the error: %v", err)
+		}
+		cc.Close()
+	}
 }
