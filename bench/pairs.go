@@ -32,9 +32,31 @@ type Pair struct {
 
 // Pairs are the measurements of the lane against local work.
 var Pairs = []Pair{
+	{Name: "exists (round trip)", Lane: LaneExists, Baseline: LocalExists},
 	{Name: "exec true (round trip)", Lane: LaneExecTrue, Baseline: LocalShTrue, SSH: SSHTrue},
 	{Name: "stdout 256 MiB", Lane: LaneStdout, Baseline: LocalPipe, SSH: SSHStdout},
 	{Name: "writeFile 256 MiB", Lane: LaneWriteFile, Baseline: LocalCopy, SSH: SSHWrite},
+}
+
+// LaneExists: Dispatch of exists on the workspace root, until it settles:
+// the lane's own cost of a round trip, with no process to spawn.
+func LaneExists(b *testing.B, r *Rig) {
+	ctx := context.Background()
+	for b.Loop() {
+		if _, _, err := r.Run(ctx, lane.Instruction{Kind: protocol.KindExists, Args: protocol.PathArgs{Path: r.Workspace}, Timeout: time.Minute}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// LocalExists: the same question asked locally.
+func LocalExists(b *testing.B) {
+	dir := b.TempDir()
+	for b.Loop() {
+		if _, err := os.Lstat(dir); err != nil {
+			b.Fatal(err)
+		}
+	}
 }
 
 // LaneExecTrue: Dispatch of execStream `true`, until it settles.

@@ -1,7 +1,7 @@
 // Package bench measures the device lane end to end — the real lane server
 // and the real executor over loopback — against local baselines measured in
-// the same run: a local `sh -c`, a local pipe, a local copy, and ssh over
-// loopback where an sshd answers. `go test -bench . ./bench` runs the pairs;
+// the same run: a local stat, a local `sh -c`, a local pipe, a local copy,
+// and ssh over loopback (one multiplexed connection) where an sshd answers. `go test -bench . ./bench` runs the pairs;
 // `go run ./bench/ratios` prints them side by side as ratios.
 package bench
 
