@@ -84,3 +84,25 @@ func TestFastPayloadTakesEveryEncodedPayloadChunk(t *testing.T) {
 		}
 	}
 }
+
+// §4 Encoding: canonical base64 has no line breaks, even where the standard
+// library's decoder would skip them and the rest would decode (four of
+// them, keeping the length a multiple of four).
+func TestBase64WithLineBreaksIsNotCanonical(t *testing.T) {
+	for _, s := range []string{
+		"YWJj\nYWJj\nYWJj\nYWJj\n",
+		"YWJj\r\nYWJj\r\n",
+		"\n\n\n\nYWJj",
+		"YW\r\r\r\rJj",
+		"YWJjZA==\n\n\n\n",
+	} {
+		if CanonicalBase64(s) {
+			t.Errorf("%q was accepted as canonical", s)
+		}
+	}
+	for _, s := range []string{"", "YWJj", "YWJjZA==", "YWJjZGU="} {
+		if !CanonicalBase64(s) {
+			t.Errorf("%q was refused", s)
+		}
+	}
+}

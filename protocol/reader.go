@@ -377,14 +377,25 @@ var errNotCanonicalBase64 = errors.New("must be canonical standard base64 (A-Z a
 
 // decodeCanonicalBase64 accepts exactly the strings StdEncoding produces. The
 // Strict decoder refuses the URL-safe alphabet, missing or extra padding and
-// non-zero padding bits, but skips CR and LF, so those are refused first.
+// non-zero padding bits, but skips CR and LF. Those are refused by length
+// instead of by scanning for them: a canonical string of length L decodes to
+// exactly L/4*3 bytes less one per trailing '=', and every skipped line
+// break (there must be four of them, or a multiple, for the rest to decode)
+// makes the decoded length at least three bytes shorter.
 func decodeCanonicalBase64(s []byte) ([]byte, error) {
-	if bytes.IndexByte(s, '\n') >= 0 || bytes.IndexByte(s, '\r') >= 0 {
+	if len(s)%4 != 0 {
 		return nil, errNotCanonicalBase64
+	}
+	want := len(s) / 4 * 3
+	if len(s) > 0 && s[len(s)-1] == '=' {
+		want--
+		if s[len(s)-2] == '=' {
+			want--
+		}
 	}
 	out := make([]byte, b64.DecodedLen(len(s)))
 	n, err := b64.DecodeStrict(out, s)
-	if err != nil {
+	if err != nil || n != want {
 		return nil, errNotCanonicalBase64
 	}
 	return out[:n], nil
