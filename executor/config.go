@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sema-agent/sema/executor/ops"
+	"github.com/sema-agent/sema/internal/clock"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -23,7 +24,7 @@ type Config struct {
 	Ops ops.Env
 
 	HTTPClient *http.Client // capabilities and the WebSocket dial
-	Clock      Clock        // default SystemClock
+	Clock      Clock        // default the system clock
 	Logger     *slog.Logger // default slog.Default(); never given content
 	StatusPath string       // where to write the status file; "" for none
 	// ProcDir records the process groups of running commands (orphans.go);
@@ -86,7 +87,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.HTTPClient = &http.Client{}
 	}
 	if c.Clock == nil {
-		c.Clock = SystemClock{}
+		c.Clock = clock.Real{}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -21,7 +21,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sema-agent/sema/executor"
-	"github.com/sema-agent/sema/executor/internal/clocktest"
+	"github.com/sema-agent/sema/internal/clock"
 	"github.com/sema-agent/sema/internal/fakelane"
 	"github.com/sema-agent/sema/internal/ids"
 	"github.com/sema-agent/sema/protocol"
@@ -35,7 +35,7 @@ func TestMain(m *testing.M) {
 type harness struct {
 	t        *testing.T
 	lane     *fakelane.Lane
-	clock    *clocktest.Clock
+	clock    *clock.Fake
 	rt       *executor.Runtime
 	deviceID string
 	pub      ed25519.PublicKey
@@ -56,7 +56,7 @@ func newHarness(t *testing.T, mutate ...func(*executor.Config)) *harness {
 func startHarness(t *testing.T, lanePub ed25519.PublicKey, mutate ...func(*executor.Config)) *harness {
 	t.Helper()
 	pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-	h := &harness{t: t, lane: fakelane.New(t, ""), clock: clocktest.New(), deviceID: ids.New(ids.Device), pub: pub, ws: t.TempDir()}
+	h := &harness{t: t, lane: fakelane.New(t, ""), clock: clock.NewFake(time.Date(2026, 11, 30, 9, 0, 0, 0, time.UTC)), deviceID: ids.New(ids.Device), pub: pub, ws: t.TempDir()}
 	h.status = filepath.Join(t.TempDir(), "status.json")
 	if lanePub == nil {
 		lanePub = pub

@@ -1,6 +1,7 @@
 package executor_test
 
 import (
+	"context"
 	"crypto/sha256"
 	"fmt"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/sema-agent/sema/executor"
+	"github.com/sema-agent/sema/executor/ops"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -175,6 +177,65 @@ func TestHeartbeatAndPing(t *testing.T) {
 	b2 := beat(2)
 	if b2.Seq != 1 || len(b2.Inflight) != 0 {
 		t.Errorf("second heartbeat %+v", b2)
+	}
+}
+
+// stuckGate holds every instruction, ignoring its context, until the test
+// ends: an op that never answers, so only a backstop can.
+type stuckGate struct {
+	entered chan struct{}
+	release chan struct{}
+}
+
+func (g stuckGate) Run(context.Context, ops.Request, func(ops.Request) protocol.Outcome) protocol.Outcome {
+	g.entered <- struct{}{}
+	<-g.release
+	return protocol.Fail(protocol.ErrAborted, "released")
+}
+
+// The backstops (R11, R12): an instruction whose op does not answer is
+// answered outcome_unknown once its timeout plus TimeoutBackstop, or the
+// CancelAnswerBudget after a cancel, has passed. They are AfterFunc timers,
+// fired by the fake clock inside Advance.
+func TestBackstopsAnswerAnOpThatNeverDoes(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		timeoutMs int64
+		cancel    bool
+		timer     time.Duration
+	}{
+		{"timeout", 1000, false, time.Second + time.Hour}, // the harness's TimeoutBackstop
+		{"cancel", 0, true, 9 * time.Second},              // the default CancelAnswerBudget
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := stuckGate{entered: make(chan struct{}, 1), release: make(chan struct{})}
+			h := newHarness(t, func(c *executor.Config) { c.Gate = g })
+			t.Cleanup(func() { close(g.release) }) // before the harness stops the runtime
+			c := h.connect(1, nil, nil)
+			c.AutoAck(true)
+			id := newID()
+			c.Send(execIn(1, id, "true", tc.timeoutMs))
+			<-g.entered
+			if tc.cancel {
+				c.Send(&protocol.Cancel{Gen: 1, InstructionID: id})
+			}
+			backstop := func(d time.Duration) bool { return d == tc.timer }
+			if _, ok := h.clock.WaitTimer(h.ctx(), backstop); !ok {
+				t.Fatalf("no backstop of %v was armed", tc.timer)
+			}
+			h.clock.Advance(tc.timer - time.Millisecond)
+			if _, ok := h.clock.WaitTimer(h.ctx(), backstop); !ok {
+				t.Fatal("the backstop fired early")
+			}
+			h.clock.Advance(time.Millisecond)
+			r, err := h.lane.Ledger.WaitResult(h.ctx(), id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if outcomeOf(t, r) != "error:outcome_unknown" {
+				t.Errorf("outcome %s", outcomeOf(t, r))
+			}
+		})
 	}
 }
 

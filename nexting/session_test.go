@@ -449,7 +449,8 @@ func (lateClock) AfterFunc(time.Duration, func()) clock.Timer { return lateTimer
 
 type lateTimer struct{}
 
-func (lateTimer) Stop() bool { return true }
+func (lateTimer) C() <-chan time.Time { return nil }
+func (lateTimer) Stop() bool          { return true }
 
 // A context that ends after the TTL has passed, before the session's timer
 // fired: the ask ends expired (the deadline came first) and the session
