@@ -2,6 +2,7 @@ package executor
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/http"
 	"sync"
@@ -130,8 +131,13 @@ func (c *coalescingConn) Close() error {
 	return err
 }
 
-// wsHTTPClient is base with its dialer wrapped in coalescingConn, for the
-// WebSocket dial only; a base whose transport is not an *http.Transport is
+// deadPeerTimeout: how long the lane's host may leave the executor's bytes
+// unacknowledged before the socket is given up (setDeadPeerTimeout). A
+// live peer's kernel acknowledges within a round trip, whatever its load.
+const deadPeerTimeout = 60 * time.Second
+
+// wsHTTPClient is base with its dialer wrapped in coalescingConn (and the
+// dead-peer timeout set), for the WebSocket dial only; a base whose transport is not an *http.Transport is
 // used as it is.
 func wsHTTPClient(base *http.Client) *http.Client {
 	t, ok := base.Transport.(*http.Transport)
@@ -150,6 +156,10 @@ func wsHTTPClient(base *http.Client) *http.Client {
 		conn, err := dial(ctx, network, addr)
 		if err != nil {
 			return nil, err
+		}
+		if err := setDeadPeerTimeout(conn, deadPeerTimeout); err != nil {
+			conn.Close()
+			return nil, fmt.Errorf("setting TCP_USER_TIMEOUT on the lane socket: %w", err)
 		}
 		return newCoalescingConn(conn), nil
 	}
