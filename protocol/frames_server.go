@@ -191,12 +191,21 @@ func (f *Cancel) MarshalJSON() ([]byte, error) {
 	}{TypeCancel, wire(*f)})
 }
 
+// MarshalJSON writes the ack by hand, like ChunkAck: one goes out per
+// result, on the round trip a caller waits for.
 func (f *ResultAck) MarshalJSON() ([]byte, error) {
-	type wire ResultAck
-	return encodeServer(struct {
-		T ServerFrameType `json:"t"`
-		wire
-	}{TypeResultAck, wire(*f)})
+	if f.InstructionID == "" {
+		return nil, fmt.Errorf("protocol: instructionId must be non-empty")
+	}
+	b := make([]byte, 0, 64+len(f.InstructionID))
+	b = append(b, `{"t":"resultAck","gen":"`...)
+	b = strconv.AppendUint(b, uint64(f.Gen), 10)
+	b = append(b, `","instructionId":`...)
+	b, err := jsontext.AppendQuote(b, f.InstructionID)
+	if err != nil {
+		return nil, fmt.Errorf("protocol: instructionId: %w", err)
+	}
+	return append(b, '}'), nil
 }
 
 // MarshalJSON writes the ack by hand: the lane sends one per chunk, so it
