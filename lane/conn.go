@@ -72,7 +72,7 @@ type conn struct {
 type frameMarshaler interface{ MarshalJSON() ([]byte, error) }
 
 // frameAppender is a frame encoded by hand into a caller's buffer: the
-// payload and chunkAck frames of the data paths.
+// payload frames that carry a write's content.
 type frameAppender interface{ AppendJSON([]byte) ([]byte, error) }
 
 // write sends one frame; a socket that cannot take it is closed.
