@@ -31,9 +31,11 @@ var errStreamClosed = errors.New("the instruction's output stream is closed (ans
 type heldChunk struct {
 	seq      int64
 	kind     protocol.ChunkKind
-	data     []byte
+	buf      *chunkBuf // nil for no data; the outbox's reference
 	exitCode int
 }
+
+func (c heldChunk) size() int64 { return int64(len(c.buf.bytes())) }
 
 type heldResult struct {
 	deviceSeq int64
@@ -111,7 +113,7 @@ func (o *outbox) open(id string) {
 }
 
 // putChunk appends one chunk to id's stream, blocking while the stream or
-// the outbox is over its bound. It copies data.
+// the outbox is over its bound. It copies data (into a pooled buffer).
 func (o *outbox) putChunk(ctx context.Context, id string, kind protocol.ChunkKind, data []byte, exitCode int) error {
 	for {
 		o.mu.Lock()
@@ -124,7 +126,7 @@ func (o *outbox) putChunk(ctx context.Context, id string, kind protocol.ChunkKin
 		room := len(s.chunks) == 0 || // a stream can always make progress by one chunk
 			(len(s.chunks) < o.lim.maxChunks && s.bytes+n <= o.lim.maxBytes && o.total+n <= o.lim.maxTotalBytes)
 		if room {
-			s.chunks = append(s.chunks, heldChunk{seq: s.next, kind: kind, data: slices.Clone(data), exitCode: exitCode})
+			s.chunks = append(s.chunks, heldChunk{seq: s.next, kind: kind, buf: newChunkBuf(data), exitCode: exitCode})
 			s.next++
 			s.bytes += n
 			o.total += n
@@ -183,6 +185,8 @@ func (o *outbox) dropLocked(id string) {
 		return
 	}
 	o.total -= s.bytes
+	releaseChunks(s.chunks)
+	s.chunks = nil
 	delete(o.streams, id)
 	if i := slices.Index(o.order, id); i >= 0 {
 		o.order = slices.Delete(o.order, i, i+1)
@@ -208,17 +212,30 @@ func (o *outbox) chunkAck(id string, upTo int64) bool {
 	if upTo <= s.acked {
 		return ok
 	}
-	i := 0
-	for i < len(s.chunks) && s.chunks[i].seq <= upTo {
-		s.bytes -= int64(len(s.chunks[i].data))
-		o.total -= int64(len(s.chunks[i].data))
-		i++
-	}
-	s.chunks = slices.Delete(s.chunks, 0, i)
-	s.acked = upTo
+	o.releaseThrough(s, upTo)
 	s.sent = max(s.sent, upTo)
 	o.freed()
 	return ok
+}
+
+// releaseThrough releases s's chunks at or below upTo, the new watermark
+// (o.mu held).
+func (o *outbox) releaseThrough(s *stream, upTo int64) {
+	i := 0
+	for i < len(s.chunks) && s.chunks[i].seq <= upTo {
+		s.bytes -= s.chunks[i].size()
+		o.total -= s.chunks[i].size()
+		i++
+	}
+	releaseChunks(s.chunks[:i])
+	s.chunks = slices.Delete(s.chunks, 0, i)
+	s.acked = upTo
+}
+
+func releaseChunks(cs []heldChunk) {
+	for _, c := range cs {
+		c.buf.release()
+	}
 }
 
 // resultAck releases id's stream when it holds a result; false otherwise
@@ -251,15 +268,7 @@ func (o *outbox) resume(watermarks map[string]int64) (gaps []string) {
 		if wm < s.acked {
 			gaps = append(gaps, s.id)
 		} else if wm > s.acked {
-			upTo := min(wm, s.next-1)
-			i := 0
-			for i < len(s.chunks) && s.chunks[i].seq <= upTo {
-				s.bytes -= int64(len(s.chunks[i].data))
-				o.total -= int64(len(s.chunks[i].data))
-				i++
-			}
-			s.chunks = slices.Delete(s.chunks, 0, i)
-			s.acked = upTo
+			o.releaseThrough(s, min(wm, s.next-1))
 		}
 		s.sent = s.acked
 		if s.result != nil {
@@ -305,11 +314,16 @@ func (o *outbox) held() (now, peak int64) {
 	return o.total, o.peakHeld
 }
 
-// frame is one frame the writer may send.
+// frame is one frame the writer may send. A chunk's data stays valid until
+// done is called.
 type frame struct {
 	chunk  *protocol.Chunk
+	buf    *chunkBuf // the writer's reference to the chunk's data
 	result *protocol.Result
 }
+
+// done gives up the writer's hold on the frame's data.
+func (f frame) done() { f.buf.release() }
 
 // pull returns the next frame to write on the socket of generation gen,
 // taking streams in turn so one busy stream cannot starve the others. A
@@ -325,7 +339,8 @@ func (o *outbox) pull(gen protocol.Gen) (f frame, gaveUp []string, ok bool) {
 		if c, ok := s.unsent(); ok {
 			s.sent = c.seq
 			o.cursor = (i + 1) % n
-			return frame{chunk: &protocol.Chunk{Gen: gen, InstructionID: s.id, StreamSeq: c.seq, Kind: c.kind, Data: c.data, ExitCode: c.exitCode}}, gaveUp, true
+			c.buf.retain()
+			return frame{chunk: &protocol.Chunk{Gen: gen, InstructionID: s.id, StreamSeq: c.seq, Kind: c.kind, Data: c.buf.bytes(), ExitCode: c.exitCode}, buf: c.buf}, gaveUp, true
 		}
 		r := s.result
 		if r == nil || r.sentHere || s.sent < s.next-1 {

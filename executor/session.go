@@ -388,6 +388,7 @@ func (s *session) writeLoop(ctx context.Context) error {
 		}
 		if ok {
 			id, b, err := fr.encode(wbuf)
+			fr.done() // b is a copy
 			if err != nil {
 				rt.log.Error("a frame could not be encoded; its instruction is given up", "instructionId", id, "err", err)
 				rt.giveUp(id, "unencodable")
