@@ -36,7 +36,7 @@ const (
 type SessionConfig struct {
 	// Clock drives the TTLs; nil means the system clock. Tests pass a
 	// *clock.Fake.
-	Clock clock.Clock
+	Clock Clock
 	// MaxMessageBytes and MaxSummaryBytes are the host's own limits (0:
 	// the largest); negotiation takes the smaller of these and the
 	// device's.
@@ -76,7 +76,7 @@ type Session struct {
 	conn Conn
 	info *DeviceInfo
 	neg  *Negotiated
-	clk  clock.Clock
+	clk  Clock
 	log  *slog.Logger
 
 	mu       sync.Mutex
@@ -87,7 +87,7 @@ type Session struct {
 	ended    bool
 	endAs    Decision // what asks get once ended
 	sendErr  error
-	timer    clock.Timer
+	timer    Timer
 	timerAt  time.Time
 	timerGen uint64
 	queued   func() // test hook: an ask joined the queue (called under mu)

@@ -20,11 +20,11 @@ import (
 type SimConn struct {
 	sim *Sim
 	st  *Stream
-	clk clock.Clock
+	clk Clock
 
 	mu       sync.Mutex
 	ended    bool
-	timer    clock.Timer
+	timer    Timer
 	timerAt  time.Time
 	timerGen uint64
 
@@ -35,7 +35,7 @@ type SimConn struct {
 // ServeSim starts serving sim over rw with clk (nil: the system clock).
 // The Sim must not be used elsewhere until the SimConn is done; it may be
 // served again afterwards (it starts each connection Reset).
-func ServeSim(rw io.ReadWriter, sim *Sim, clk clock.Clock) *SimConn {
+func ServeSim(rw io.ReadWriter, sim *Sim, clk Clock) *SimConn {
 	if clk == nil {
 		clk = clock.Real{}
 	}

@@ -49,7 +49,7 @@ type Config struct {
 	Dial func(ctx context.Context) (io.ReadWriteCloser, error)
 	// Clock drives TTLs, reconnection and the status rate; nil is the
 	// system clock.
-	Clock clock.Clock
+	Clock nexting.Clock
 	// Logger gets connection events and decisions (ids, kinds and
 	// decisions only: never a command or a path). nil discards.
 	Logger *slog.Logger
