@@ -6,17 +6,16 @@
 package bench
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"time"
+
+	"github.com/sema-agent/sema/internal/lanetest"
 
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/executor"
@@ -60,7 +59,7 @@ func NewRig(ctx context.Context) (*Rig, error) {
 	if err != nil {
 		return fail(err)
 	}
-	token, err := issueToken(hs.URL, apiKey)
+	token, err := lanetest.IssueToken(ctx, hs.URL, apiKey)
 	if err != nil {
 		return fail(err)
 	}
@@ -127,19 +126,4 @@ func (r *Rig) Run(ctx context.Context, in lane.Instruction) (int64, protocol.Out
 		}
 		n += int64(len(ev.Chunk.Data))
 	}
-}
-
-func issueToken(server, apiKey string) (string, error) {
-	req, _ := http.NewRequest("POST", server+"/v1/devices/enroll-tokens", bytes.NewReader(nil))
-	req.Header.Set("Authorization", "Bearer "+apiKey)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return "", err
-	}
-	defer resp.Body.Close()
-	var body struct{ Token string }
-	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil || body.Token == "" {
-		return "", fmt.Errorf("bench: issuing a token: %d %v", resp.StatusCode, err)
-	}
-	return body.Token, nil
 }

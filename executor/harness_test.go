@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sema-agent/sema/internal/lanetest"
 
 	"go.uber.org/goleak"
 
@@ -307,18 +308,11 @@ func writeFileOS(t *testing.T, p, s string) {
 
 func issueTokenFor(t *testing.T, base, apiKey string) string {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/v1/devices/enroll-tokens", nil)
-	req.Header.Set("Authorization", "Bearer "+apiKey)
-	resp, err := http.DefaultClient.Do(req)
+	token, err := lanetest.IssueToken(t.Context(), base, apiKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var b struct{ Token string }
-	if err := json.NewDecoder(resp.Body).Decode(&b); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("issue token: %d %v", resp.StatusCode, err)
-	}
-	return b.Token
+	return token
 }
 
 func revokeHTTP(t *testing.T, base, apiKey, deviceID string) {

@@ -6,16 +6,16 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"crypto/sha256"
-	"encoding/json"
 	"io"
 	"log/slog"
-	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sema-agent/sema/internal/lanetest"
 
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/executor"
@@ -111,18 +111,11 @@ func newRig(t *testing.T) *rig {
 
 func issueToken(t *testing.T, base, apiKey string) string {
 	t.Helper()
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, base+"/v1/devices/enroll-tokens", nil)
-	req.Header.Set("Authorization", "Bearer "+apiKey)
-	resp, err := http.DefaultClient.Do(req)
+	token, err := lanetest.IssueToken(t.Context(), base, apiKey)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer resp.Body.Close()
-	var b struct{ Token string }
-	if err := json.NewDecoder(resp.Body).Decode(&b); err != nil || resp.StatusCode != 200 {
-		t.Fatalf("issue token: %d %v", resp.StatusCode, err)
-	}
-	return b.Token
+	return token
 }
 
 // dispatch sends an instruction through the lane; settle drains it.
