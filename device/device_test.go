@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sema-agent/sema/device"
+	"github.com/sema-agent/sema/internal/lanetest"
 	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/lane/store/sqlite"
@@ -156,7 +157,7 @@ func (l *realLane) user(t *testing.T) string {
 }
 
 func (l *realLane) token(t *testing.T, apiKey string) string {
-	res, err := enrollHTTP(t, l.url+"/v1/devices/enroll-tokens", apiKey)
+	res, err := lanetest.IssueToken(t.Context(), l.url, apiKey)
 	if err != nil {
 		t.Fatal(err)
 	}
