@@ -86,7 +86,9 @@ func (c *coalescingConn) drain() {
 	defer close(c.done)
 	for {
 		c.mu.Lock()
-		for (len(c.buf) == 0 || c.writing) && !(c.closing && !c.writing && len(c.buf) == 0) && c.err == nil {
+		// Wait while a write is under way, or there is nothing to write
+		// and no Close to finish.
+		for c.err == nil && (c.writing || (len(c.buf) == 0 && !c.closing)) {
 			c.cond.Wait()
 		}
 		if c.err != nil || (len(c.buf) == 0 && c.closing) {
@@ -137,8 +139,8 @@ func (c *coalescingConn) Close() error {
 const deadPeerTimeout = 60 * time.Second
 
 // wsHTTPClient is base with its dialer wrapped in coalescingConn (and the
-// dead-peer timeout set), for the WebSocket dial only; a base whose transport is not an *http.Transport is
-// used as it is.
+// dead-peer timeout set), for the WebSocket dial only; a base whose
+// transport is not an *http.Transport is used as it is.
 func wsHTTPClient(base *http.Client) *http.Client {
 	t, ok := base.Transport.(*http.Transport)
 	if base.Transport == nil {
