@@ -115,66 +115,12 @@ func openParent(p string) (dfd int, name string, err error) {
 	return dfd, name, nil
 }
 
-// rootPolicy is the containment policy of one op: the canonical forms of
-// Env.AllowedRoots, read when the op starts (a root that is a symlink
-// counts as its target). nil means no policy.
-type rootPolicy []string
-
-func newRoots(env *Env) rootPolicy {
-	if env == nil || len(env.AllowedRoots) == 0 {
-		return nil
-	}
-	rs := make(rootPolicy, 0, len(env.AllowedRoots))
-	for _, r := range env.AllowedRoots {
-		if !filepath.IsAbs(r) {
-			continue // a relative root would need a base; it contains nothing
-		}
-		if real, err := filepath.EvalSymlinks(r); err == nil {
-			r = real
-		}
-		rs = append(rs, filepath.Clean(r))
-	}
-	if len(rs) == 0 {
-		// Every root was relative: the policy still stands and admits nothing.
-		return rootPolicy{}
-	}
-	return rs
-}
-
-// active reports whether a policy is configured.
-func (rs rootPolicy) active() bool { return rs != nil }
-
-// allows reports whether the real path lies inside some root.
-func (rs rootPolicy) allows(real string) bool {
-	if rs == nil {
-		return true
-	}
-	for _, r := range rs {
-		if r == "/" || real == r || strings.HasPrefix(real, r+"/") {
-			return true
-		}
-	}
-	return false
-}
-
-// check refuses real with permission_denied when it lies outside every
-// root; p is the path as the instruction named it.
-func (rs rootPolicy) check(p, real string) *protocol.Failure {
-	if rs.allows(real) {
-		return nil
-	}
-	f := failf(protocol.ErrPermissionDenied, "%q resolves to %q, which is outside every allowed root (%s): refused by this device's containment policy",
-		p, real, strings.Join(rs, ", "))
-	return &f
-}
-
 // checkAbsent checks a path that could not be opened, so that a failure
-// never tells what lies outside the roots: its canonical form is the real
-// path of its deepest existing ancestor directory joined with the rest.
-func (rs rootPolicy) checkAbsent(p string) *protocol.Failure {
-	if !rs.active() {
-		return nil
-	}
+// never tells what lies outside the roots or inside the executor's own
+// files: its canonical form is the real path of its deepest existing
+// ancestor directory joined with the rest. Without roots, an ancestor that
+// cannot be resolved leaves the op's own error to stand.
+func (pol *policy) checkAbsent(p string) *protocol.Failure {
 	rest := ""
 	for dir := p; ; {
 		d, name := splitPath(dir)
@@ -186,12 +132,18 @@ func (rs rootPolicy) checkAbsent(p string) *protocol.Failure {
 			real, err := realPathFD(fd, d)
 			closeFD(fd)
 			if err != nil {
+				if !pol.hasRoots() {
+					return nil
+				}
 				f := osFailure("resolve", d, err)
 				return &f
 			}
-			return rs.check(p, strings.TrimSuffix(real, "/")+rest)
+			return pol.check(p, strings.TrimSuffix(real, "/")+rest)
 		}
 		if d == "/" {
+			if !pol.hasRoots() {
+				return nil
+			}
 			f := osFailure("resolve", d, err)
 			return &f
 		}
@@ -200,10 +152,14 @@ func (rs rootPolicy) checkAbsent(p string) *protocol.Failure {
 }
 
 // osFail is osFailure behind the containment policy: a path outside every
-// root is refused as such, whatever the OS said about it.
-func (rs rootPolicy) osFail(verb, p string, err error) protocol.Failure {
-	if f := rs.checkAbsent(p); f != nil {
+// root, or inside the executor's own files, is refused as such, whatever
+// the OS said about it.
+func (pol *policy) osFail(verb, p string, err error) protocol.Failure {
+	if f := pol.checkAbsent(p); f != nil {
 		return *f
 	}
 	return osFailure(verb, p, err)
 }
+
+// unixID is the identity in a stat result.
+func unixID(st *unix.Stat_t) fileID { return fileID{dev: uint64(st.Dev), ino: st.Ino} }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -220,3 +221,196 @@ func TestInterruptedOutcomes(t *testing.T) {
 }
 
 func errno(n int) error { return syscall.Errno(n) }
+
+func TestCanonicalOfAnAbsentPathResolvesItsAncestors(t *testing.T) {
+	real := tempRealDir(t)
+	link := tempRealDir(t) + "/link"
+	mustSymlink(t, real, link)
+	if got, want := canonical(link+"/not/yet"), real+"/not/yet"; got != want {
+		t.Fatalf("canonical = %q, want %q", got, want)
+	}
+	if got := canonical("/nonexistent-root-xyz/a"); got != "/nonexistent-root-xyz/a" {
+		t.Fatalf("canonical = %q", got)
+	}
+}
+
+// ownFixture: an executor state dir inside a served root, and an Env that
+// names it as the executor's own, with "/" allowed: the own files are
+// refused "whatever the flags" (issue H, §6.2).
+type ownFixture struct {
+	root, state, key string
+	env              *Env
+}
+
+func newOwnFixture(t *testing.T) ownFixture {
+	t.Helper()
+	root := tempRealDir(t)
+	f := ownFixture{root: root, state: root + "/state", key: root + "/state/device.key"}
+	if err := os.Mkdir(f.state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, f.key, "-----BEGIN PRIVATE KEY-----", 0o600)
+	f.env = &Env{WorkspaceRoot: root, AllowedRoots: []string{"/"}, NeverServe: []string{f.state, f.key}}
+	return f
+}
+
+// ownRefused asserts the own-files refusal.
+func ownRefused(t *testing.T, what string, out protocol.Outcome) {
+	t.Helper()
+	f, ok := out.(protocol.Failure)
+	if !ok || f.ErrorCode != protocol.ErrPermissionDenied || !strings.Contains(f.Message, "never served") {
+		t.Fatalf("%s: %#v, want permission_denied: never served", what, out)
+	}
+}
+
+func TestTheExecutorsOwnFilesAreNeverServed(t *testing.T) {
+	for _, prepared := range []bool{false, true} {
+		fx := newOwnFixture(t)
+		if prepared {
+			fx.env.Prepare()
+		}
+		mustSymlink(t, fx.state, fx.root+"/via-link")
+		paths := []string{fx.key, fx.state + "/device.json", fx.state + "/absent", fx.root + "/via-link/device.key", fx.state}
+		for _, p := range paths {
+			for _, kind := range []protocol.InstructionKind{protocol.KindReadTextFile, protocol.KindReadBinaryFile, protocol.KindCanonicalPath,
+				protocol.KindFileInfo, protocol.KindExists, protocol.KindReadLink, protocol.KindListDir} {
+				out, sink := runFile(t, fx.env, kind, protocol.PathArgs{Path: p})
+				ownRefused(t, string(kind)+" "+p, out)
+				if len(sink.chunks) != 0 {
+					t.Fatalf("%s %s sent content", kind, p)
+				}
+			}
+			out, _ := runFile(t, fx.env, protocol.KindReadTextLines, protocol.ReadLinesArgs{Path: p})
+			ownRefused(t, "readTextLines "+p, out)
+			for _, kind := range []protocol.InstructionKind{protocol.KindWriteFile, protocol.KindAppendFile, protocol.KindWriteFileExclusive} {
+				ownRefused(t, string(kind)+" "+p, writeVia(t, fx.env, kind, p, []byte("forged")))
+			}
+			out, _ = runFile(t, fx.env, protocol.KindRemove, dirArgs(p, boolp(true)))
+			ownRefused(t, "remove "+p, out)
+			out, _ = runFile(t, fx.env, protocol.KindCreateDir, dirArgs(p+"/d", nil))
+			ownRefused(t, "createDir "+p, out)
+		}
+		if got := mustRead(t, fx.key); got != "-----BEGIN PRIVATE KEY-----" {
+			t.Fatalf("the key became %q", got)
+		}
+		wantDirHolds(t, fx.state, "device.key")
+	}
+}
+
+// A temporary object is never made in the executor's own files either.
+func TestTempKindsNeverCreateInOwnFiles(t *testing.T) {
+	fx := newOwnFixture(t)
+	fx.env.TempDir = fx.state
+	for _, kind := range []protocol.InstructionKind{protocol.KindCreateTempFile, protocol.KindCreateTempDir} {
+		var args protocol.Args = protocol.TempDirArgs{}
+		if kind == protocol.KindCreateTempFile {
+			args = protocol.TempFileArgs{}
+		}
+		out, _ := runFile(t, fx.env, kind, args)
+		ownRefused(t, string(kind), out)
+	}
+	wantDirHolds(t, fx.state, "device.key")
+}
+
+// Env.TempDir is where the temp kinds create, and it is what containment
+// allows; TMPDIR no longer decides.
+func TestTempKindsCreateInEnvTempDir(t *testing.T) {
+	fx := newContainFixture(t)
+	t.Setenv("TMPDIR", fx.outside)
+	env := &Env{AllowedRoots: []string{fx.root}, TempDir: fx.root + "/sub"}
+	out, _ := runFile(t, env, protocol.KindCreateTempFile, protocol.TempFileArgs{Prefix: "p-"})
+	w := wantArm[protocol.WriteOutcome](t, out)
+	if !strings.HasPrefix(w.CanonicalPath, fx.root+"/sub/p-") {
+		t.Fatalf("created %s, want it in %s", w.CanonicalPath, fx.root+"/sub")
+	}
+	wantDirHolds(t, fx.outside, "dir", "secret")
+}
+
+// A hard link to the key, made by a command (exec is not contained), is the
+// key: reading or appending through it is refused.
+func TestAHardLinkToTheKeyIsTheKey(t *testing.T) {
+	fx := newOwnFixture(t)
+	link := fx.root + "/innocent.txt"
+	if err := os.Link(fx.key, link); err != nil {
+		t.Skipf("no hard links here: %v", err)
+	}
+	for _, prepared := range []bool{false, true} {
+		env := *fx.env
+		if prepared {
+			env.Prepare()
+		}
+		for _, kind := range []protocol.InstructionKind{protocol.KindReadTextFile, protocol.KindReadBinaryFile} {
+			out, sink := runFile(t, &env, kind, protocol.PathArgs{Path: link})
+			f := wantFail(t, out, protocol.ErrPermissionDenied)
+			if !strings.Contains(f.Message, "link to one of the executor's own files") || len(sink.chunks) != 0 {
+				t.Fatalf("%s through a hard link: %q, %d chunks", kind, f.Message, len(sink.chunks))
+			}
+		}
+		out, _ := runFile(t, &env, protocol.KindReadTextLines, protocol.ReadLinesArgs{Path: link})
+		wantFail(t, out, protocol.ErrPermissionDenied)
+		for _, kind := range []protocol.InstructionKind{protocol.KindAppendFile, protocol.KindWriteFile} {
+			wantFail(t, writeVia(t, &env, kind, link, []byte("forged")), protocol.ErrPermissionDenied)
+		}
+	}
+	if got := mustRead(t, fx.key); got != "-----BEGIN PRIVATE KEY-----" {
+		t.Fatalf("the key became %q", got)
+	}
+}
+
+// This process's /proc entries are never served: its memory, environment
+// and descriptors (the key is read into memory) — with or without roots.
+func TestThisProcessInProcIsNeverServed(t *testing.T) {
+	if _, err := os.Stat("/proc/self/status"); err != nil {
+		t.Skip("no /proc")
+	}
+	tid := strconv.Itoa(syscall.Gettid())
+	pid := strconv.Itoa(os.Getpid())
+	for _, env := range []*Env{nil, {}, {AllowedRoots: []string{"/"}}} {
+		for _, p := range []string{"/proc/self/environ", "/proc/" + pid + "/status", "/proc/thread-self/status",
+			"/proc/self/fd/0", "/proc/" + tid + "/status", "/proc/self/task/" + tid + "/status"} {
+			for _, kind := range []protocol.InstructionKind{protocol.KindReadTextFile, protocol.KindCanonicalPath, protocol.KindFileInfo} {
+				out, sink := runFile(t, env, kind, protocol.PathArgs{Path: p})
+				ownRefused(t, string(kind)+" "+p, out)
+				if len(sink.chunks) != 0 {
+					t.Fatalf("%s %s sent content", kind, p)
+				}
+			}
+		}
+		out, _ := runFile(t, env, protocol.KindListDir, protocol.PathArgs{Path: "/proc/self/fd"})
+		ownRefused(t, "listDir /proc/self/fd", out)
+	}
+	// Another process's /proc is only as contained as any other path.
+	out, _ := runFile(t, &Env{AllowedRoots: []string{"/"}}, protocol.KindExists, protocol.PathArgs{Path: "/proc/1"})
+	wantArm[protocol.StatOutcome](t, out)
+}
+
+// "remove of an allowed root itself is refused" (issue H): `sema fs rm -r .`
+// must not delete the workspace.
+func TestRemoveOfAnAllowedRootIsRefused(t *testing.T) {
+	parent := tempRealDir(t)
+	ws := parent + "/ws"
+	if err := os.Mkdir(ws, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	mustWrite(t, ws+"/work", "work", 0o644)
+	mustSymlink(t, ws, parent+"/ws-link")
+	env := &Env{AllowedRoots: []string{parent, ws}}
+	for _, p := range []string{ws, parent} {
+		for _, r := range []*bool{boolp(true), boolp(false), nil} {
+			out, _ := runFile(t, env, protocol.KindRemove, dirArgs(p, r))
+			f := wantFail(t, out, protocol.ErrPermissionDenied)
+			if !strings.Contains(f.Message, "allowed root") {
+				t.Fatalf("remove %s: %q", p, f.Message)
+			}
+		}
+	}
+	if got := mustRead(t, ws+"/work"); got != "work" {
+		t.Fatal("the workspace lost its file")
+	}
+	// A symlink to the root is only a link: removing it removes the link.
+	out, _ := runFile(t, env, protocol.KindRemove, dirArgs(parent+"/ws-link", nil))
+	wantArm[protocol.VoidOutcome](t, out)
+	wantDirHolds(t, ws, "work")
+	out, _ = runFile(t, env, protocol.KindRemove, dirArgs(ws+"/work", nil))
+	wantArm[protocol.VoidOutcome](t, out)
+}

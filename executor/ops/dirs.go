@@ -68,7 +68,7 @@ func (op *fileOp) mkdirAll(p string) protocol.Outcome {
 		if errnoOf(err) == unix.ENOENT && i > 0 {
 			continue
 		}
-		if f := op.roots.checkAbsent(p); f != nil {
+		if f := op.contain.checkAbsent(p); f != nil {
 			return *f
 		}
 		if errnoOf(err) == unix.ENOTDIR {
@@ -86,7 +86,7 @@ func (op *fileOp) mkdirAll(p string) protocol.Outcome {
 	for _, c := range comps[i:] {
 		real = joinPath(real, c)
 	}
-	if f := op.roots.check(p, real); f != nil {
+	if f := op.contain.check(p, real); f != nil {
 		return *f
 	}
 	cur := base
@@ -128,6 +128,9 @@ func (op *fileOp) remove(a protocol.DirArgs) protocol.Outcome {
 		return *f
 	}
 	defer closeFD(e.dfd)
+	if f := op.contain.checkRemove(p, e.real); f != nil {
+		return *f
+	}
 	var st unix.Stat_t
 	if err := unix.Fstatat(e.dfd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return osFailure("remove", p, err)
@@ -225,7 +228,7 @@ func (op *fileOp) removeTree(dfd int, name, p string, n *int) error {
 }
 
 // createTemp answers createTempDir (dir) and createTempFile: a new
-// directory (0700) or empty file (0600) in os.TempDir() named prefix,
+// directory (0700) or empty file (0600) in Env.TempDir named prefix,
 // random characters, suffix. The receipt is its canonical path, its inode
 // and created: true.
 func (op *fileOp) createTemp(prefix, suffix string, dir bool) protocol.Outcome {
@@ -235,13 +238,16 @@ func (op *fileOp) createTemp(prefix, suffix string, dir bool) protocol.Outcome {
 			return failf(protocol.ErrInvalid, "%s: prefix and suffix must be plain names, without '/' or NUL; got %q", kind, part)
 		}
 	}
-	tmp := os.TempDir()
+	tmp := op.tempDir
+	if tmp == "" {
+		tmp = os.TempDir()
+	}
 	if !filepath.IsAbs(tmp) {
-		return failf(protocol.ErrUnknown, "%s: the temporary directory %q (TMPDIR) is not an absolute path", kind, tmp)
+		return failf(protocol.ErrUnknown, "%s: the temporary directory %q is not an absolute path", kind, tmp)
 	}
 	dfd, err := openFD(unix.AT_FDCWD, tmp, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
-		return op.roots.osFail("open the temporary directory", tmp, err)
+		return op.contain.osFail("open the temporary directory", tmp, err)
 	}
 	defer closeFD(dfd)
 	dreal, err := realPathFD(dfd, tmp)
@@ -256,7 +262,7 @@ func (op *fileOp) createTemp(prefix, suffix string, dir bool) protocol.Outcome {
 		_, _ = rand.Read(r[:]) // never fails (crypto/rand)
 		name := prefix + hex.EncodeToString(r[:]) + suffix
 		real := joinPath(dreal, name)
-		if f := op.roots.check(real, real); f != nil {
+		if f := op.contain.check(real, real); f != nil {
 			return *f
 		}
 		var st unix.Stat_t

@@ -207,6 +207,9 @@ func prepareExec(env *Env, req Request) (*execCmd, *protocol.Failure) {
 	if f := execCheckDir(dir); f != nil {
 		return nil, f
 	}
+	if f := execContainDir(env, dir); f != nil {
+		return nil, f
+	}
 
 	shell := env.Shell
 	if shell == "" {
@@ -286,6 +289,24 @@ func execCheckDir(dir string) *protocol.Failure {
 		f = protocol.Fail(protocol.ErrSpawnError, "the working directory %s cannot be used: %v; the command never started", dir, execErrno(err))
 	}
 	return &f
+}
+
+// execContainDir refuses a working directory that containment refuses
+// (§6.6): outside every allowed root, or the executor's own files. The
+// command runs in dir as given, never in another place. This guards the
+// working directory only: the command is a shell and can go anywhere the
+// user can (docs/executor.md, "Containment").
+func execContainDir(env *Env, dir string) *protocol.Failure {
+	real, err := filepath.EvalSymlinks(dir)
+	if err != nil {
+		f := protocol.Fail(protocol.ErrSpawnError, "the working directory %s cannot be resolved: %v; the command never started", dir, execErrno(err))
+		return &f
+	}
+	f := policyOf(env).check(dir, real)
+	if f != nil {
+		f.Message = "the working directory " + f.Message + "; the command never started"
+	}
+	return f
 }
 
 // spawnShell starts the shell in its own process group with stdin on /dev/null

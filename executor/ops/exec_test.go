@@ -562,3 +562,46 @@ var grandchildCommands = map[string]string{
 	"wait":     "sleep 30 & echo PIDS $$ $!; wait",
 	"subshell": "(sleep 30 & echo PIDS $$ $!); sleep 30",
 }
+
+// exec's cwd is contained like a file instruction's path (issue H item 1):
+// outside every allowed root, or in the executor's own files, the command
+// never starts.
+func TestExecCwdIsContained(t *testing.T) {
+	ws := tempRealDir(t)
+	outside := tempRealDir(t)
+	state := ws + "/state"
+	if err := os.Mkdir(state, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(outside, ws+"/out-link"); err != nil {
+		t.Fatal(err)
+	}
+	marker := outside + "/ran"
+	for _, c := range []struct {
+		env  *Env
+		cwd  string
+		says string
+	}{
+		{&Env{WorkspaceRoot: ws, AllowedRoots: []string{ws}}, outside, "outside every allowed root"},
+		{&Env{WorkspaceRoot: ws, AllowedRoots: []string{ws}}, ws + "/out-link", "outside every allowed root"},
+		{&Env{WorkspaceRoot: ws, AllowedRoots: []string{"/"}, NeverServe: []string{state}}, state, "never served"},
+		{&Env{WorkspaceRoot: ws, AllowedRoots: []string{"/"}}, "/proc/self", "never served"},
+	} {
+		req := cmdReq("touch " + marker)
+		req.Cwd = c.cwd
+		wantFailure(t, run(t, context.Background(), c.env, req, nil), protocol.ErrPermissionDenied, "the working directory", c.says, "never started")
+		if _, err := os.Stat(marker); err == nil {
+			t.Fatalf("the command ran in %s", c.cwd)
+		}
+	}
+	// Inside, and with "/" allowed, the command runs where it was told.
+	for _, env := range []*Env{{WorkspaceRoot: ws, AllowedRoots: []string{ws}}, {WorkspaceRoot: ws, AllowedRoots: []string{"/"}}} {
+		req := cmdReq("pwd")
+		req.Cwd = ws + "/state"
+		s := newTestSink(t)
+		wantExec(t, run(t, context.Background(), env, req, s), 0)
+		if got := strings.TrimSpace(s.stdout()); got != state {
+			t.Errorf("ran in %q, want %q", got, state)
+		}
+	}
+}

@@ -15,6 +15,8 @@ package ops
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/sema-agent/sema/protocol"
@@ -53,8 +55,24 @@ type Env struct {
 	KillGrace time.Duration
 	// AllowedRoots, when non-empty, is the containment policy (§6.6): a path
 	// whose canonical form is outside every root is refused
-	// permission_denied, never redirected.
+	// permission_denied, never redirected; "/" serves every path. Empty
+	// means no roots (the executor always sets them: containment is on by
+	// default there). Exec's working directory is contained too; its
+	// command text is not (it is a shell).
 	AllowedRoots []string
+	// NeverServe are the executor's own files and directories (its state
+	// dir, its lock files): refused for every kind and as exec's working
+	// directory, with everything below them, whatever AllowedRoots say, and
+	// never removed with a directory that holds them. This process's
+	// entries in /proc are refused always (policy.go).
+	NeverServe []string
+	// TempDir is where createTempDir and createTempFile create; "" means
+	// os.TempDir() at the time of the op.
+	TempDir string
+
+	// prepared is the containment resolved by Prepare; nil: each op
+	// resolves it.
+	prepared *policy
 }
 
 // Defaults for Env's zero values.
@@ -81,4 +99,12 @@ type Request struct {
 	// is outcome_unknown). The executor records groups so that a restarted
 	// executor can kill what a crashed one left running.
 	Spawned func(pgid int)
+}
+
+// fail builds a Failure. Messages are shown to the model and travel as JSON
+// strings, so invalid UTF-8 (a name the OS handed us) is replaced: the wire
+// cannot carry it and a message that cannot be encoded is worse than a lossy
+// one. Paths in messages are formatted with %q, which escapes such bytes.
+func failf(code protocol.ErrorCode, format string, args ...any) protocol.Failure {
+	return protocol.Failure{ErrorCode: code, Message: strings.ToValidUTF8(fmt.Sprintf(format, args...), "\uFFFD")}
 }

@@ -5,9 +5,7 @@ package ops
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
-	"strings"
 	"syscall"
 
 	"github.com/sema-agent/sema/protocol"
@@ -22,14 +20,6 @@ import (
 // errTimedOut is the context cause when the instruction's own timeoutMs
 // elapsed (R12).
 var errTimedOut = errors.New("timeoutMs elapsed")
-
-// fail builds a Failure. Messages are shown to the model and travel as JSON
-// strings, so invalid UTF-8 (a name the OS handed us) is replaced: the wire
-// cannot carry it and a message that cannot be encoded is worse than a lossy
-// one. Paths in messages are formatted with %q, which escapes such bytes.
-func failf(code protocol.ErrorCode, format string, args ...any) protocol.Failure {
-	return protocol.Failure{ErrorCode: code, Message: strings.ToValidUTF8(fmt.Sprintf(format, args...), "\uFFFD")}
-}
 
 // errnoOf extracts the errno from err, or 0.
 func errnoOf(err error) syscall.Errno {

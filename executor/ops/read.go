@@ -31,7 +31,7 @@ func (op *fileOp) openRegular(p string) (*os.File, *protocol.Failure) {
 	}
 	pfd, err := openFD(unix.AT_FDCWD, p, unix.O_PATH, 0)
 	if err != nil {
-		f := op.roots.osFail("read", p, err)
+		f := op.contain.osFail("read", p, err)
 		return nil, &f
 	}
 	defer closeFD(pfd)
@@ -40,7 +40,7 @@ func (op *fileOp) openRegular(p string) (*os.File, *protocol.Failure) {
 		f := osFailure("resolve", p, err)
 		return nil, &f
 	}
-	if f := op.roots.check(p, real); f != nil {
+	if f := op.contain.check(p, real); f != nil {
 		return nil, f
 	}
 	var st unix.Stat_t
@@ -50,6 +50,9 @@ func (op *fileOp) openRegular(p string) (*os.File, *protocol.Failure) {
 	}
 	switch st.Mode & unix.S_IFMT {
 	case unix.S_IFREG:
+		if f := op.contain.checkID(p, unixID(&st)); f != nil {
+			return nil, f
+		}
 	case unix.S_IFDIR:
 		f := failf(protocol.ErrIsDirectory, "cannot read %q: it is a directory", p)
 		return nil, &f

@@ -31,7 +31,10 @@ func File(ctx context.Context, env *Env, req Request, sink Sink) protocol.Outcom
 		ctx, cancel = context.WithTimeoutCause(ctx, req.Timeout, errTimedOut)
 		defer cancel()
 	}
-	op := &fileOp{ctx: ctx, req: req, sink: sink, roots: newRoots(env)}
+	op := &fileOp{ctx: ctx, req: req, sink: sink, contain: policyOf(env)}
+	if env != nil {
+		op.tempDir = env.TempDir
+	}
 	if !protocol.ArgsFits(req.Kind, req.Args) {
 		return failf(protocol.ErrInvalid, "the arguments of %q are a %T, which does not fit that kind", req.Kind, req.Args)
 	}
@@ -92,10 +95,11 @@ func FileKinds(env *Env) []protocol.InstructionKind {
 
 // fileOp is one running file instruction.
 type fileOp struct {
-	ctx   context.Context
-	req   Request
-	sink  Sink
-	roots rootPolicy
+	ctx     context.Context
+	req     Request
+	sink    Sink
+	contain *policy
+	tempDir string // Env.TempDir
 	// started is set once the op began on the machine: a staging file, an
 	// emitted chunk, any change. A cancel then answers killed.
 	started bool

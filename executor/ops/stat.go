@@ -36,7 +36,7 @@ func (op *fileOp) openEntry(verb, p string) (*pathEntry, *protocol.Failure) {
 	}
 	dfd, name, err := openParent(p)
 	if err != nil {
-		f := op.roots.osFail(verb, p, err)
+		f := op.contain.osFail(verb, p, err)
 		return nil, &f
 	}
 	dir, _ := splitPath(p)
@@ -47,7 +47,7 @@ func (op *fileOp) openEntry(verb, p string) (*pathEntry, *protocol.Failure) {
 		return nil, &f
 	}
 	e := &pathEntry{dfd: dfd, name: name, real: joinPath(dreal, name)}
-	if f := op.roots.check(p, e.real); f != nil {
+	if f := op.contain.check(p, e.real); f != nil {
 		closeFD(dfd)
 		return nil, f
 	}
@@ -123,14 +123,14 @@ func (op *fileOp) canonicalPath(p string) protocol.Outcome {
 	}
 	fd, err := openFD(unix.AT_FDCWD, p, unix.O_PATH, 0)
 	if err != nil {
-		return op.roots.osFail("resolve", p, err)
+		return op.contain.osFail("resolve", p, err)
 	}
 	defer closeFD(fd)
 	real, err := realPathFD(fd, p)
 	if err != nil {
 		return osFailure("resolve", p, err)
 	}
-	if f := op.roots.check(p, real); f != nil {
+	if f := op.contain.check(p, real); f != nil {
 		return *f
 	}
 	if f := unencodable(p, "its real path", real); f != nil {
@@ -176,14 +176,14 @@ func (op *fileOp) listDir(p string) protocol.Outcome {
 	}
 	fd, err := openFD(unix.AT_FDCWD, p, unix.O_RDONLY|unix.O_DIRECTORY, 0)
 	if err != nil {
-		return op.roots.osFail("list", p, err)
+		return op.contain.osFail("list", p, err)
 	}
 	defer closeFD(fd)
 	real, err := realPathFD(fd, p)
 	if err != nil {
 		return osFailure("resolve", p, err)
 	}
-	if f := op.roots.check(p, real); f != nil {
+	if f := op.contain.check(p, real); f != nil {
 		return *f
 	}
 	names, err := readNames(fd)

@@ -69,6 +69,11 @@ func (op *fileOp) write(a protocol.WriteArgs) protocol.Outcome {
 		if f := notRegular(kind, a.Path, t.st.Mode); f != nil {
 			return *f
 		}
+		// An append would change the executor's own file in place through a
+		// hard link; a replace only the link's name, but both are refused.
+		if f := op.contain.checkID(a.Path, unixID(t.st)); f != nil {
+			return *f
+		}
 	}
 	if kind == protocol.KindAppendFile {
 		return op.appendFile(a, t)
@@ -249,7 +254,7 @@ func (op *fileOp) resolveTarget(p string, follow bool) (*writeTarget, *protocol.
 	}
 	dfd, err := openFD(unix.AT_FDCWD, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
 	if err != nil {
-		if f := op.roots.checkAbsent(p); f != nil {
+		if f := op.contain.checkAbsent(p); f != nil {
 			return nil, f
 		}
 		f := failf(codeOf(err), "%s %q: its directory %q: %s", kind, p, dir, errText(err))
@@ -309,7 +314,7 @@ func (op *fileOp) resolveTarget(p string, follow bool) (*writeTarget, *protocol.
 		return failWith(osFailure("resolve the directory of", p, err))
 	}
 	t.real = joinPath(dreal, t.name)
-	if f := op.roots.check(p, t.real); f != nil {
+	if f := op.contain.check(p, t.real); f != nil {
 		return failWith(*f)
 	}
 	return t, nil
