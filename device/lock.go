@@ -94,6 +94,19 @@ func (l *Lock) take(path, deviceID string) error {
 	return nil
 }
 
+// Paths are the lock files held: the executor's own files, never served
+// through the lane (a replaced lock file would no longer exclude).
+func (l *Lock) Paths() []string {
+	if l == nil {
+		return nil
+	}
+	paths := make([]string, 0, len(l.files))
+	for _, f := range l.files {
+		paths = append(paths, f.Name())
+	}
+	return paths
+}
+
 // Release drops the lock. It is idempotent.
 func (l *Lock) Release() {
 	if l == nil {

@@ -54,3 +54,19 @@ func EnsureStateDir(dir string) error {
 	}
 	return nil
 }
+
+// TempKindsDir is where the executor's createTempDir and createTempFile
+// create things: <MachineLockDir>/tmp, made when absent and checked to be a
+// real directory owned by this user and closed to others. It is one of the
+// containment policy's allowed roots; the rest of the system's temporary
+// directory is not (docs/executor.md, "Containment").
+func TempKindsDir() (string, error) {
+	base := MachineLockDir()
+	dir := filepath.Join(base, "tmp")
+	for _, d := range []string{base, dir} {
+		if err := privateDir(d); err != nil {
+			return "", fmt.Errorf("the directory for temporary files made through the lane cannot be used: %w (set TMPDIR to a directory of your own)", err)
+		}
+	}
+	return dir, nil
+}

@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
 	"time"
 
 	"github.com/sema-agent/sema/executor/ops"
@@ -21,6 +24,12 @@ type Config struct {
 	WorkspaceRoot string             // the enrolled root, sent in hello
 	// Ops is the ops' environment; its WorkspaceRoot defaults to
 	// WorkspaceRoot. It must not change while the runtime runs.
+	//
+	// Containment is on by default (§6.6, docs/executor.md): without
+	// Ops.AllowedRoots, file instructions and exec's working directory are
+	// contained to WorkspaceRoot and Ops.TempDir (default os.TempDir());
+	// AllowedRoots {"/"} serves every path. StatusPath and ProcDir are
+	// added to Ops.NeverServe: the executor's own files are never served.
 	Ops ops.Env
 
 	HTTPClient *http.Client // capabilities and the WebSocket dial
@@ -83,6 +92,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Ops.WorkspaceRoot == "" {
 		c.Ops.WorkspaceRoot = c.WorkspaceRoot
 	}
+	if c.ProcDir == "" && c.StatusPath != "" {
+		c.ProcDir = filepath.Join(filepath.Dir(c.StatusPath), "procs")
+	}
+	c.Ops = containedByDefault(c.Ops, c.StatusPath, c.ProcDir)
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
 	}
@@ -149,4 +162,25 @@ func (e *UpgradeRequiredError) Error() string {
 		return fmt.Sprintf("the lane does not speak protocol version %d (it needs at least %d): upgrade sema", e.Ours, *e.Min)
 	}
 	return fmt.Sprintf("the lane does not speak protocol version %d: upgrade sema", e.Ours)
+}
+
+// containedByDefault is env with the executor's containment defaults: the
+// workspace root and the temporary kinds' directory when no roots are set,
+// and the executor's own files never served. env's slices are not changed.
+func containedByDefault(env ops.Env, own ...string) ops.Env {
+	if len(env.AllowedRoots) == 0 {
+		tmp := env.TempDir
+		if tmp == "" {
+			tmp = os.TempDir()
+		}
+		env.AllowedRoots = []string{env.WorkspaceRoot, tmp}
+	}
+	never := slices.Clone(env.NeverServe)
+	for _, p := range own {
+		if p != "" {
+			never = append(never, p)
+		}
+	}
+	env.NeverServe = never
+	return env
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"log/slog"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"sync"
 
@@ -50,11 +49,8 @@ func New(cfg Config) (*Runtime, error) {
 		resultGiveUp:   cfg.ResultGiveUp,
 	}, cfg.Clock)
 	rt.tab = newTable(rt)
-	procDir := cfg.ProcDir
-	if procDir == "" && cfg.StatusPath != "" {
-		procDir = filepath.Join(filepath.Dir(cfg.StatusPath), "procs")
-	}
-	rt.procs = procRegistry{dir: procDir, log: cfg.Logger}
+	rt.cfg.Ops.Prepare()
+	rt.procs = procRegistry{dir: cfg.ProcDir, log: cfg.Logger}
 	rt.status = newStatusFile(cfg.StatusPath, cfg.DeviceID, cfg.Server, rt.epoch, cfg.Clock)
 	return rt, nil
 }

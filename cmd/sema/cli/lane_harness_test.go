@@ -166,8 +166,9 @@ func parseExposition(t *testing.T, text string) map[string]float64 {
 }
 
 // enrollAndServe issues a token, runs the enroll line `sema token` printed
-// and starts `sema device serve`; it returns once the device is online.
-func enrollAndServe(t *testing.T, s *laneServer, ws string) (stateDir, deviceID string, serve *proc) {
+// and starts `sema device serve` with serveFlags; it returns once the
+// device is online.
+func enrollAndServe(t *testing.T, s *laneServer, ws string, serveFlags ...string) (stateDir, deviceID string, serve *proc) {
 	t.Helper()
 	line, errOut, code := s.sema(t, nil, "token", "--workspace", ws)
 	if code != 0 {
@@ -188,7 +189,7 @@ func enrollAndServe(t *testing.T, s *laneServer, ws string) (stateDir, deviceID 
 		t.Fatalf("%s: exit %d: %s", line, code, errOut)
 	}
 	deviceID = strings.TrimSpace(out)
-	serve = startServe(t, stateDir)
+	serve = startServe(t, stateDir, serveFlags...)
 	waitFor(t, "the device to come online", func() bool { return s.online(t, deviceID) })
 	return stateDir, deviceID, serve
 }

@@ -199,10 +199,14 @@ func (q *quickstart) start(ws string) error {
 			return "", err
 		}
 		q.onClose(lock.Release)
+		if err := os.Mkdir(q.tempKinds(), 0o700); err != nil {
+			return "", err
+		}
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		hc := &http.Client{Transport: tr}
 		rt, err := executor.New(executor.Config{
 			DeviceID: rec.DeviceID, Key: key, Server: rec.Server, WorkspaceRoot: rec.WorkspaceRoot,
+			Ops:        containment(rec.WorkspaceRoot, q.tempKinds(), nil, stateDir, lock),
 			HTTPClient: hc, Logger: q.log, StatusPath: filepath.Join(stateDir, device.StatusFile), ExecutorVersion: version(),
 		})
 		if err != nil {
@@ -256,7 +260,7 @@ func (q *quickstart) demonstrate() error {
 	if err != nil {
 		return err
 	}
-	dir := filepath.Join(q.tmp, "demo")
+	dir := filepath.Join(q.tempKinds(), "demo") // inside containment, as every path must be
 	file := filepath.Join(dir, "hello.txt")
 	content := []byte("hello from sema quickstart\n")
 	run := func(kind string, args any, data []byte, want string, sink chunkSink) (outcome, error) {
@@ -427,3 +431,7 @@ func (p *prefixWriter) flush() {
 		p.midLine = false
 	}
 }
+
+// tempKinds is the quickstart executor's directory for temporary files
+// made through the lane: one of its allowed roots, removed with the rest.
+func (q *quickstart) tempKinds() string { return filepath.Join(q.tmp, "tmp") }

@@ -14,18 +14,23 @@ import (
 )
 
 type serveFlags struct {
-	stateDir string
-	verbose  bool
-	approve  approveFlags
+	stateDir   string
+	verbose    bool
+	allowPaths []string
+	approve    approveFlags
 }
 
 func newServeCmd() *cobra.Command {
 	var f serveFlags
 	c := &cobra.Command{
-		Use:   "serve [--state-dir DIR]",
+		Use:   "serve [--state-dir DIR] [--allow-path DIR]...",
 		Short: "Hold the lane and run its instructions on this machine until stopped",
 		Long: "serve dials out to the lane (no listening socket, ever), proves the device's identity and\n" +
 			"runs the instructions it is sent. SIGTERM or SIGINT stops it gracefully (exit 0).\n" +
+			"File instructions and a command's working directory are contained to the workspace root,\n" +
+			"the directory for temporary files made through the lane, and each --allow-path; outside\n" +
+			"them they are refused (permission_denied). The state dir is never served, whatever the\n" +
+			"flags. A command itself is a shell and is not contained: gate it with --approve.\n" +
 			"Exit codes: 3 revoked (key deleted: enroll again), 4 superseded by another executor,\n" +
 			"5 upgrade needed, 6 another serve of this device is already running, 1 other errors.",
 		Args: cobra.NoArgs,
@@ -33,12 +38,17 @@ func newServeCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&f.stateDir, "state-dir", "", "where the key and the record live (default $"+device.EnvStateDir+", else the OS config dir + /sema/device)")
 	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log more")
+	c.Flags().StringArrayVar(&f.allowPaths, "allow-path", nil, "also serve this directory to file instructions (repeatable; / serves the whole filesystem)")
 	f.approve.register(c)
 	return c
 }
 
 func runServe(c *cobra.Command, f serveFlags) error {
 	if err := f.approve.check(); err != nil {
+		return err
+	}
+	allow, err := allowedDirs(f.allowPaths)
+	if err != nil {
 		return err
 	}
 	dir, err := device.StateDir(f.stateDir)
@@ -72,6 +82,12 @@ func runServe(c *cobra.Command, f serveFlags) error {
 	if warn != nil {
 		log.Warn("single-instance lock", "warning", warn)
 	}
+	tmp, err := device.TempKindsDir()
+	if err != nil {
+		return err
+	}
+	env := containment(rec.WorkspaceRoot, tmp, allow, dir, lock)
+	logContainment(log, env)
 	gate, stopGate, err := f.approve.start(rec.WorkspaceRoot, log)
 	if err != nil {
 		return err
@@ -82,6 +98,7 @@ func runServe(c *cobra.Command, f serveFlags) error {
 		Key:             key,
 		Server:          rec.Server,
 		WorkspaceRoot:   rec.WorkspaceRoot,
+		Ops:             env,
 		Logger:          log,
 		StatusPath:      filepath.Join(dir, device.StatusFile),
 		ExecutorVersion: version(),
