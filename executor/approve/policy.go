@@ -56,15 +56,20 @@ const (
 )
 
 // DefaultPolicy is what `--approve` without a policy file applies: every
-// exec and execStream, and every write (writeFile, writeFileExclusive,
+// exec and execStream; every write (writeFile, writeFileExclusive,
 // writeFileGuarded, appendFile, remove, createDir) whose path is outside
-// the workspace root.
+// the workspace root; and every read of content outside it (readTextFile,
+// readTextLines, readBinaryFile, listDir). The governance reads (exists,
+// canonicalPath, fileInfo, readLink) answer metadata the engine's own write
+// gates ask for and are not gated by default.
 func DefaultPolicy() *Policy {
 	return &Policy{
 		Rules: []Rule{
 			{Kinds: []protocol.InstructionKind{protocol.KindExec, protocol.KindExecStream}},
 			{Kinds: []protocol.InstructionKind{protocol.KindWriteFile, protocol.KindWriteFileExclusive, protocol.KindWriteFileGuarded,
 				protocol.KindAppendFile, protocol.KindRemove, protocol.KindCreateDir}, OutsideWorkspace: true},
+			{Kinds: []protocol.InstructionKind{protocol.KindReadTextFile, protocol.KindReadTextLines, protocol.KindReadBinaryFile,
+				protocol.KindListDir}, OutsideWorkspace: true},
 		},
 		TTL: DefaultTTL,
 	}
@@ -200,10 +205,29 @@ func (r Rule) matches(req ops.Request, root string) bool {
 	if r.Paths != nil && !slices.ContainsFunc(r.Paths, func(pat string) bool { return Match(pat, path) }) {
 		return false
 	}
-	if r.OutsideWorkspace && !Outside(root, path) {
+	if r.OutsideWorkspace && !outsideFor(req.Kind, root, path) {
 		return false
 	}
 	return true
+}
+
+// outsideFor is Outside, except that for a kind that only looks (the read
+// and stat families) the workspace root itself is inside: listing the
+// workspace is not a look outside it, while removing it is not a write
+// inside it.
+func outsideFor(kind protocol.InstructionKind, root, path string) bool {
+	if kind.IsWrite() || kind == protocol.KindRemove || kind == protocol.KindCreateDir {
+		return Outside(root, path)
+	}
+	if filepath.Clean(root) == filepath.Clean(path) {
+		return false
+	}
+	realRoot, err1 := filepath.EvalSymlinks(root)
+	realPath, err2 := filepath.EvalSymlinks(path)
+	if err1 == nil && err2 == nil && realRoot == realPath {
+		return false
+	}
+	return Outside(root, path)
 }
 
 // NormalizeCommand is the form a command is matched in: leading and

@@ -120,8 +120,11 @@ func writeReq(kind protocol.InstructionKind, path string) ops.Request {
 	switch kind {
 	case protocol.KindRemove, protocol.KindCreateDir:
 		return ops.Request{Kind: kind, Args: protocol.DirArgs{Path: path}}
-	case protocol.KindReadTextFile:
+	case protocol.KindReadTextFile, protocol.KindReadBinaryFile, protocol.KindListDir, protocol.KindExists,
+		protocol.KindCanonicalPath, protocol.KindFileInfo, protocol.KindReadLink:
 		return ops.Request{Kind: kind, Args: protocol.PathArgs{Path: path}}
+	case protocol.KindReadTextLines:
+		return ops.Request{Kind: kind, Args: protocol.ReadLinesArgs{Path: path}}
 	}
 	return ops.Request{Kind: kind, Args: protocol.WriteArgs{Path: path, ContentLen: 3}}
 }
@@ -143,7 +146,22 @@ func TestDefaultPolicy(t *testing.T) {
 	}{
 		{"exec", execReq("ls"), true},
 		{"execStream", ops.Request{Kind: protocol.KindExecStream, Args: protocol.CommandArgs{Command: "ls"}}, true},
-		{"read outside", writeReq(protocol.KindReadTextFile, "/etc/passwd"), false},
+		// The default gates reads of content outside the workspace as well as
+		// writes (issue H); the governance reads stay ungated.
+		{"read outside", writeReq(protocol.KindReadTextFile, "/etc/passwd"), true},
+		{"read binary outside", writeReq(protocol.KindReadBinaryFile, outside+"/k"), true},
+		{"read lines outside", writeReq(protocol.KindReadTextLines, "/etc/passwd"), true},
+		{"list outside", writeReq(protocol.KindListDir, "/etc"), true},
+		{"read through a link out", writeReq(protocol.KindReadTextFile, ws+"/escape/k"), true},
+		{"read inside", writeReq(protocol.KindReadTextFile, ws+"/a.txt"), false},
+		{"list inside", writeReq(protocol.KindListDir, ws+"/sub"), false},
+		{"list the workspace root", writeReq(protocol.KindListDir, ws), false},
+		{"read the workspace root", writeReq(protocol.KindReadTextFile, ws), false},
+		{"list the workspace root's parent", writeReq(protocol.KindListDir, filepath.Dir(ws)), true},
+		{"exists outside", writeReq(protocol.KindExists, "/etc/passwd"), false},
+		{"canonicalPath outside", writeReq(protocol.KindCanonicalPath, "/etc/passwd"), false},
+		{"fileInfo outside", writeReq(protocol.KindFileInfo, "/etc/passwd"), false},
+		{"readLink outside", writeReq(protocol.KindReadLink, "/etc/passwd"), false},
 		{"write inside", writeReq(protocol.KindWriteFile, ws+"/a.txt"), false},
 		{"write inside, new dirs", writeReq(protocol.KindWriteFile, ws+"/new/dir/a.txt"), false},
 		{"write inside sub", writeReq(protocol.KindWriteFile, ws+"/sub/a.txt"), false},
