@@ -12,6 +12,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sema-agent/sema/internal/safetext"
 )
 
 // Where the CLI writes; tests replace them.
@@ -60,7 +62,8 @@ func Run(ctx context.Context, args []string) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintln(Stderr, "sema:", err)
+	// Error texts carry the lane's and the device's messages: escaped.
+	fmt.Fprintln(Stderr, "sema:", safetext.String(err.Error()))
 	var ee *ExitError
 	var ue usageError
 	switch {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/sema-agent/sema/internal/b64"
+	"github.com/sema-agent/sema/internal/safetext"
 	"github.com/spf13/cobra"
 )
 
@@ -146,7 +147,7 @@ func fsPut(fc fsCall, args []string) error {
 	if o.Created != nil && *o.Created {
 		verb = "created"
 	}
-	fmt.Fprintf(Stdout, "%s %s (%d bytes)\n", verb, o.CanonicalPath, len(content))
+	fmt.Fprintf(Stdout, "%s %s (%d bytes)\n", verb, safetext.String(o.CanonicalPath), len(content))
 	return nil
 }
 
@@ -161,7 +162,7 @@ func fsLs(fc fsCall, args []string) error {
 		if e.Kind == "dir" {
 			name += "/"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", modeString(e.Mode), e.Kind, e.Size, mtime(e.MtimeMs), name)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", modeString(e.Mode), safetext.String(e.Kind), e.Size, mtime(e.MtimeMs), safetext.String(name))
 	}
 	return tw.Flush()
 }
@@ -175,7 +176,7 @@ func fsStat(fc fsCall, args []string) error {
 		return &ExitError{Code: ExitLaneFailure, Err: errors.New("the fileInfo outcome carries no info")}
 	}
 	i := o.Info
-	fmt.Fprintf(Stdout, "path   %s\nkind   %s\nsize   %d\nmode   %s\nmtime  %s\n", i.Path, i.Kind, i.Size, modeString(i.Mode), mtime(i.MtimeMs))
+	fmt.Fprintf(Stdout, "path   %s\nkind   %s\nsize   %d\nmode   %s\nmtime  %s\n", safetext.String(i.Path), safetext.String(i.Kind), i.Size, modeString(i.Mode), mtime(i.MtimeMs))
 	return nil
 }
 
