@@ -35,18 +35,12 @@ func TestLaneAndDeviceTextIsEscaped(t *testing.T) {
 	}
 	wsShown := `ws\x1b[31m\u202e`
 	name := "\x1b]0;pwned\x07evil\u009b2J"
-	stateDir := t.TempDir()
-	out, errOut, code := s.sema(t, nil, "device", "enroll", "--server", s.url, "--token", issueToken(t, s.url, s.key),
-		"--workspace", ws, "--name", name, "--state-dir", stateDir)
-	if code != 0 {
-		t.Fatalf("enroll: exit %d: %s", code, errOut)
-	}
-	id := strings.TrimSpace(out)
+	stateDir, id := enrollWith(t, s, ws, "--name", name)
 	serve := startServe(t, stateDir)
 	waitFor(t, "the device to come online", func() bool { return s.online(t, id) })
 	t.Cleanup(func() { serve.cmd.Process.Kill() })
 
-	out, _, code = s.sema(t, nil, "devices")
+	out, _, code := s.sema(t, nil, "devices")
 	if code != 0 {
 		t.Fatalf("devices: exit %d", code)
 	}
@@ -54,7 +48,9 @@ func TestLaneAndDeviceTextIsEscaped(t *testing.T) {
 
 	out, _, _ = s.sema(t, nil, "devices", "--json")
 	assertEscaped(t, "devices --json", out, `\u202e`)
-	var list struct{ Devices []struct{ DisplayName, WorkspaceRoot string } }
+	var list struct {
+		Devices []struct{ DisplayName, WorkspaceRoot string }
+	}
 	if err := json.Unmarshal([]byte(out), &list); err != nil || len(list.Devices) != 1 ||
 		list.Devices[0].DisplayName != name || list.Devices[0].WorkspaceRoot != ws {
 		t.Errorf("devices --json does not decode to what the lane holds (%v): %s", err, out)
@@ -84,7 +80,7 @@ func TestLaneAndDeviceTextIsEscaped(t *testing.T) {
 	os.WriteFile(local, []byte("x"), 0o600)
 	out, _, _ = s.sema(t, nil, "fs", "put", local, "new\x07.txt")
 	assertEscaped(t, "fs put", out, `new\a.txt`)
-	_, errOut, code = s.sema(t, nil, "fs", "cat", "missing\x1b[8m.txt")
+	_, errOut, code := s.sema(t, nil, "fs", "cat", "missing\x1b[8m.txt")
 	if code == 0 {
 		t.Errorf("cat of a missing file: exit 0")
 	}

@@ -3,8 +3,6 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path"
 	"text/tabwriter"
 	"time"
@@ -29,9 +27,17 @@ func newFSCmd() *cobra.Command {
 		Use:   "fs",
 		Short: "Files on a device through the lane: cat, put, ls, stat, rm, mkdir",
 		Long: "fs reads and writes files on a device over the lane's file instructions. A relative path is\n" +
-			"taken from the device's workspace root; ~ is never expanded. Exit codes: 0 done, 1 the\n" +
-			"device said no (not_found, permission_denied, is_directory …: nothing changed), 2 usage,\n" +
-			"124 timeout, 125 never started (device offline or unknown), 255 the outcome is unknown.",
+			"taken from the device's workspace root; ~ is never expanded.\n\n" +
+			"Exit codes:\n" +
+			"    0  done\n" +
+			"    1  the device said no (not_found, permission_denied, is_directory, approval denied …):\n" +
+			"       nothing changed\n" +
+			"    2  usage (an unknown subcommand or flag included)\n" +
+			"  124  timeout\n" +
+			"  125  never started, nothing ran: the lane refused it, the device is offline or unknown, or\n" +
+			"       nothing was sent (a missing or unreadable local file, the server unreachable)\n" +
+			"  130  cancelled with Ctrl-C\n" +
+			"  255  the outcome is unknown (outcome_unknown, a broken stream)",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			return usageError{errors.New("fs needs a subcommand: cat, put, ls, stat, rm or mkdir")}
@@ -94,7 +100,7 @@ func fsVerb(use, short string, nargs int, flags func(*cobra.Command), do func(fc
 			}
 			api, err := f.client.client()
 			if err != nil {
-				return err
+				return nothingSent(err)
 			}
 			defer api.close()
 			dev, err := api.pickDevice(c.Context(), f.device)
@@ -123,21 +129,9 @@ func fsCat(fc fsCall, args []string) error {
 }
 
 func fsPut(fc fsCall, args []string) error {
-	var r io.Reader = Stdin
-	if args[0] != "-" {
-		f, err := os.Open(args[0])
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		r = f
-	}
-	content, err := io.ReadAll(io.LimitReader(r, maxPut+1))
+	content, err := readLocal(args[0])
 	if err != nil {
-		return err
-	}
-	if len(content) > maxPut {
-		return fmt.Errorf("%s is over %d MiB, the most one write carries", args[0], maxPut>>20)
+		return nothingSent(err)
 	}
 	o, err := fc.run("writeFile", map[string]string{"path": remotePath(fc.dev, args[1])}, content, "write", nil)
 	if err != nil {
@@ -149,6 +143,23 @@ func fsPut(fc fsCall, args []string) error {
 	}
 	fmt.Fprintf(Stdout, "%s %s (%d bytes)\n", verb, safetext.String(o.CanonicalPath), len(content))
 	return nil
+}
+
+// readLocal reads what `fs put` sends: the file name (or standard input
+// for "-"), at most maxPut bytes.
+func readLocal(name string) ([]byte, error) {
+	path := name
+	if name == "-" {
+		path = ""
+	}
+	content, err := readUpTo(path, Stdin, maxPut)
+	if err != nil {
+		return nil, err // the os error names the file
+	}
+	if len(content) > maxPut {
+		return nil, fmt.Errorf("%s is over %d MiB, the most one write carries", name, maxPut>>20)
+	}
+	return content, nil
 }
 
 func fsLs(fc fsCall, args []string) error {
