@@ -10,7 +10,9 @@ package nexting
 //     object, a duplicate name at any depth (also spelled with escapes), a
 //     decoded U+0000, nesting deeper than eight levels, "v" or "t" missing
 //     or mistyped, a non-canonical "v" (1.0, 1e0, -0), an unknown type, a
-//     missing or unknown (closed messages) field, a value out of bounds.
+//     missing or unknown (closed messages) field, a value out of bounds, a
+//     top-level member named like an unsigned wire field (seq, rev, ttl …)
+//     that is not a canonical unsigned integer, in any message.
 //   - unsupported_version: "v" is a canonical unsigned integer other than 1.
 //
 // Decode knows no negotiation: it accepts all 21 types. After Device Info,
@@ -109,6 +111,9 @@ func decodeEnvelope(d *doc, allowed *profileSet) (Message, *Error) {
 		return withID(r.err)
 	}
 	if e := m.validate(); e != nil {
+		return withID(e)
+	}
+	if e := checkTopLevelTypes(d, root); e != nil {
 		return withID(e)
 	}
 	return m, nil

@@ -36,6 +36,11 @@ func addMessageSeeds(f *testing.F) {
 		`{"v":1,"t":"config","rev":1,"entries":[{"key":"a","value":-0}]}`,
 		`{"v":1,"t":"usage","model":"m","input_tokens":9007199254740991,"output_tokens":0,"context_used":1,"context_limit":1}`,
 		`{"v":1,"t":"text","channel":0,"title":"\ud83d\ude00","content":"a\n\tb"}`,
+		// Known wire fields are typed in every message (the reference's rule).
+		`{"seq":-1,"v":1,"t":"present","id":"r","sum":"s","opt":["allow","deny"],"ttl":1}`,
+		`{"rev":1e2,"v":1,"t":"answer","id":"r","ch":"allow"}`,
+		`{"v":1,"t":"status","agents":[],"id":"r"}`,
+		`{"v":1,"t":"error","code":"busy","context_limit":99999999999999999999,"title":5}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -59,6 +64,9 @@ func FuzzDecode(f *testing.F) {
 				t.Fatalf("would answer an error: %q", data)
 			}
 			return
+		}
+		if name, typed := unsignedMembersTyped(data); !typed {
+			t.Fatalf("accepted %q with a mistyped %q", data, name)
 		}
 		enc, err := Encode(m)
 		if err != nil {

@@ -12,6 +12,8 @@ import (
 	"os"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sema-agent/sema/internal/safetext"
 )
 
 // Where the CLI writes; tests replace them.
@@ -27,7 +29,7 @@ var (
 const (
 	ExitOK         = 0
 	ExitFailure    = 1 // anything else: bad state dir, key permissions, not enrolled, enrollment refused
-	ExitUsage      = 2 // bad flags or arguments
+	ExitUsage      = 2 // bad flags or arguments, an unknown command
 	ExitRevoked    = 3 // the lane revoked this device; the key was deleted: enroll again
 	ExitSuperseded = 4 // another connection took this device's lease (bye superseded)
 	ExitUpgrade    = 5 // the lane does not speak this executor's protocol version
@@ -60,7 +62,8 @@ func Run(ctx context.Context, args []string) int {
 	if err == nil {
 		return ExitOK
 	}
-	fmt.Fprintln(Stderr, "sema:", err)
+	// Error texts carry the lane's and the device's messages: escaped.
+	fmt.Fprintln(Stderr, "sema:", safetext.String(err.Error()))
 	var ee *ExitError
 	var ue usageError
 	switch {
@@ -82,7 +85,36 @@ func newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDeviceCmd(), newServerCmd(), newTokenCmd(), newDevicesCmd(), newRunCmd(), newFSCmd(), newQuickstartCmd())
 	root.AddCommand(newNextingCmd())
+	// `sema frobnicate` is usage (2), as a bad flag is: the root checks its
+	// own arguments (cobra's default check would make it exit 1), and
+	// every argument check of the tree answers with a usage error.
+	root.Args = func(c *cobra.Command, args []string) error {
+		if len(args) > 0 {
+			return fmt.Errorf("unknown command %q for %q (see sema --help)", args[0], c.CommandPath())
+		}
+		return nil
+	}
+	root.RunE = func(c *cobra.Command, args []string) error { return c.Help() }
+	argsAreUsage(root)
 	return root
+}
+
+// argsAreUsage makes every argument check below c (cobra.NoArgs,
+// ExactArgs …) fail with a usageError.
+func argsAreUsage(c *cobra.Command) {
+	if check := c.Args; check != nil {
+		c.Args = func(c *cobra.Command, args []string) error {
+			err := check(c, args)
+			var ue usageError
+			if err != nil && !errors.As(err, &ue) {
+				return usageError{err}
+			}
+			return err
+		}
+	}
+	for _, sub := range c.Commands() {
+		argsAreUsage(sub)
+	}
 }
 
 func newDeviceCmd() *cobra.Command {

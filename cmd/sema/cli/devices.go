@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sema-agent/sema/internal/safetext"
 )
 
 type devicesFlags struct {
@@ -51,7 +53,7 @@ func runDevices(c *cobra.Command, f devicesFlags) error {
 	}
 	if f.json {
 		b, _ := json.MarshalIndent(map[string]any{"devices": devs}, "", "  ")
-		fmt.Fprintf(Stdout, "%s\n", b)
+		fmt.Fprintf(Stdout, "%s\n", safetext.JSON(b))
 		return nil
 	}
 	if len(devs) == 0 {
@@ -72,8 +74,9 @@ func runDevices(c *cobra.Command, f devicesFlags) error {
 		if d.PlatformArch != "" {
 			platform += "/" + d.PlatformArch
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", d.DeviceID, orDash(d.DisplayName), platform, state,
-			orDash(d.Gen), d.Inflight, since, d.WorkspaceRoot)
+		// Every cell but the counts comes from the lane: escaped.
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", safetext.String(d.DeviceID), safetext.String(orDash(d.DisplayName)),
+			safetext.String(platform), state, safetext.String(orDash(d.Gen)), d.Inflight, safetext.String(since), safetext.String(d.WorkspaceRoot))
 	}
 	return tw.Flush()
 }
@@ -122,7 +125,7 @@ func newRevokeCmd() *cobra.Command {
 			if err := api.call(c.Context(), http.MethodPost, "/v1/devices/"+url.PathEscape(args[0])+"/revoke", struct{}{}, &d); err != nil {
 				return err
 			}
-			fmt.Fprintf(Stdout, "revoked %s\n", d.DeviceID)
+			fmt.Fprintf(Stdout, "revoked %s\n", safetext.String(d.DeviceID))
 			return nil
 		},
 	}

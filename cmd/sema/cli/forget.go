@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sema-agent/sema/device"
+	"github.com/sema-agent/sema/internal/safetext"
 )
 
 type forgetFlags struct {
@@ -70,9 +71,10 @@ func runForget(f forgetFlags) error {
 			return fmt.Errorf("forget: %w", err)
 		}
 	}
-	fmt.Fprintf(Stdout, "forgot device %s: its key and record are deleted from %s\n", rec.DeviceID, dir)
+	id := safetext.String(rec.DeviceID) // the lane's answer, kept in the record
+	fmt.Fprintf(Stdout, "forgot device %s: its key and record are deleted from %s\n", id, safetext.String(dir))
 	if rec.RevokedAt == nil {
-		fmt.Fprintf(Stderr, "The lane still lists it; revoke it there: sema devices revoke %s\n", rec.DeviceID)
+		fmt.Fprintf(Stderr, "The lane still lists it; revoke it there: sema devices revoke %s\n", id)
 	}
 	return nil
 }

@@ -3,13 +3,12 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"io"
-	"os"
 	"path"
 	"text/tabwriter"
 	"time"
 
 	"github.com/sema-agent/sema/internal/b64"
+	"github.com/sema-agent/sema/internal/safetext"
 	"github.com/spf13/cobra"
 )
 
@@ -28,9 +27,17 @@ func newFSCmd() *cobra.Command {
 		Use:   "fs",
 		Short: "Files on a device through the lane: cat, put, ls, stat, rm, mkdir",
 		Long: "fs reads and writes files on a device over the lane's file instructions. A relative path is\n" +
-			"taken from the device's workspace root; ~ is never expanded. Exit codes: 0 done, 1 the\n" +
-			"device said no (not_found, permission_denied, is_directory …: nothing changed), 2 usage,\n" +
-			"124 timeout, 125 never started (device offline or unknown), 255 the outcome is unknown.",
+			"taken from the device's workspace root; ~ is never expanded.\n\n" +
+			"Exit codes:\n" +
+			"    0  done\n" +
+			"    1  the device said no (not_found, permission_denied, is_directory, approval denied …):\n" +
+			"       nothing changed\n" +
+			"    2  usage (an unknown subcommand or flag included)\n" +
+			"  124  timeout\n" +
+			"  125  never started, nothing ran: the lane refused it, the device is offline or unknown, or\n" +
+			"       nothing was sent (a missing or unreadable local file, the server unreachable)\n" +
+			"  130  cancelled with Ctrl-C\n" +
+			"  255  the outcome is unknown (outcome_unknown, a broken stream)",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			return usageError{errors.New("fs needs a subcommand: cat, put, ls, stat, rm or mkdir")}
@@ -93,7 +100,7 @@ func fsVerb(use, short string, nargs int, flags func(*cobra.Command), do func(fc
 			}
 			api, err := f.client.client()
 			if err != nil {
-				return err
+				return nothingSent(err)
 			}
 			defer api.close()
 			dev, err := api.pickDevice(c.Context(), f.device)
@@ -122,21 +129,9 @@ func fsCat(fc fsCall, args []string) error {
 }
 
 func fsPut(fc fsCall, args []string) error {
-	var r io.Reader = Stdin
-	if args[0] != "-" {
-		f, err := os.Open(args[0])
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		r = f
-	}
-	content, err := io.ReadAll(io.LimitReader(r, maxPut+1))
+	content, err := readLocal(args[0])
 	if err != nil {
-		return err
-	}
-	if len(content) > maxPut {
-		return fmt.Errorf("%s is over %d MiB, the most one write carries", args[0], maxPut>>20)
+		return nothingSent(err)
 	}
 	o, err := fc.run("writeFile", map[string]string{"path": remotePath(fc.dev, args[1])}, content, "write", nil)
 	if err != nil {
@@ -146,8 +141,25 @@ func fsPut(fc fsCall, args []string) error {
 	if o.Created != nil && *o.Created {
 		verb = "created"
 	}
-	fmt.Fprintf(Stdout, "%s %s (%d bytes)\n", verb, o.CanonicalPath, len(content))
+	fmt.Fprintf(Stdout, "%s %s (%d bytes)\n", verb, safetext.String(o.CanonicalPath), len(content))
 	return nil
+}
+
+// readLocal reads what `fs put` sends: the file name (or standard input
+// for "-"), at most maxPut bytes.
+func readLocal(name string) ([]byte, error) {
+	path := name
+	if name == "-" {
+		path = ""
+	}
+	content, err := readUpTo(path, Stdin, maxPut)
+	if err != nil {
+		return nil, err // the os error names the file
+	}
+	if len(content) > maxPut {
+		return nil, fmt.Errorf("%s is over %d MiB, the most one write carries", name, maxPut>>20)
+	}
+	return content, nil
 }
 
 func fsLs(fc fsCall, args []string) error {
@@ -161,7 +173,7 @@ func fsLs(fc fsCall, args []string) error {
 		if e.Kind == "dir" {
 			name += "/"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", modeString(e.Mode), e.Kind, e.Size, mtime(e.MtimeMs), name)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", modeString(e.Mode), safetext.String(e.Kind), e.Size, mtime(e.MtimeMs), safetext.String(name))
 	}
 	return tw.Flush()
 }
@@ -175,7 +187,7 @@ func fsStat(fc fsCall, args []string) error {
 		return &ExitError{Code: ExitLaneFailure, Err: errors.New("the fileInfo outcome carries no info")}
 	}
 	i := o.Info
-	fmt.Fprintf(Stdout, "path   %s\nkind   %s\nsize   %d\nmode   %s\nmtime  %s\n", i.Path, i.Kind, i.Size, modeString(i.Mode), mtime(i.MtimeMs))
+	fmt.Fprintf(Stdout, "path   %s\nkind   %s\nsize   %d\nmode   %s\nmtime  %s\n", safetext.String(i.Path), safetext.String(i.Kind), i.Size, modeString(i.Mode), mtime(i.MtimeMs))
 	return nil
 }
 

@@ -153,6 +153,12 @@ func negotiateFile(path string) (*nexting.Negotiated, error) {
 // readLimited reads a Device Info value from path (or r when path is ""),
 // at most one byte more than ParseDeviceInfo accepts.
 func readLimited(path string, r io.Reader) ([]byte, error) {
+	return readUpTo(path, r, nexting.MaxDeviceInfoBytes)
+}
+
+// readUpTo reads path (or r when path is ""), at most max+1 bytes, so that
+// the caller can tell "too long" from "exactly max".
+func readUpTo(path string, r io.Reader, max int64) ([]byte, error) {
 	if path != "" {
 		fh, err := os.Open(path)
 		if err != nil {
@@ -161,7 +167,7 @@ func readLimited(path string, r io.Reader) ([]byte, error) {
 		defer fh.Close()
 		r = fh
 	}
-	return io.ReadAll(io.LimitReader(r, nexting.MaxDeviceInfoBytes+1))
+	return io.ReadAll(io.LimitReader(r, max+1))
 }
 
 func newNextingDevinfoCmd() *cobra.Command {

@@ -11,11 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode"
-	"unicode/utf8"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sema-agent/sema/internal/safetext"
 	"github.com/sema-agent/sema/nexting"
 )
 
@@ -277,16 +276,16 @@ func simFacts(v *nexting.SimView) (prompt, status string) {
 	case v.State == nexting.DeviceIdle:
 		prompt = "idle"
 	case v.State == nexting.DevicePending:
-		prompt = "pending " + v.ID + ": " + showText(v.Summary)
+		prompt = "pending " + v.ID + ": " + safetext.String(v.Summary)
 	default:
-		prompt = "answered " + string(v.Choice) + " to " + v.ID + ", waiting for resolved: " + showText(v.Summary)
+		prompt = "answered " + string(v.Choice) + " to " + v.ID + ", waiting for resolved: " + safetext.String(v.Summary)
 	}
 	if v == nil || len(v.Status) == 0 {
 		return prompt, "status: (empty)"
 	}
 	parts := make([]string, len(v.Status))
 	for i, a := range v.Status {
-		parts[i] = fmt.Sprintf("[%d %s %s]", a.Slot, a.State, showText(a.Label))
+		parts[i] = fmt.Sprintf("[%d %s %s]", a.Slot, a.State, safetext.String(a.Label))
 	}
 	return prompt, "status: " + strings.Join(parts, " ")
 }
@@ -308,23 +307,23 @@ func (u *simUI) render(v *nexting.SimView) {
 	}
 	var b strings.Builder
 	b.WriteString("\x1b[H\x1b[2J")
-	fmt.Fprintf(&b, "nexting simulator (%s) on %s\n\n", showText(u.model), u.where)
+	fmt.Fprintf(&b, "nexting simulator (%s) on %s\n\n", safetext.String(u.model), u.where)
 	switch {
 	case v == nil:
 		b.WriteString("  waiting for a host to connect\n")
 	case v.State == nexting.DeviceIdle:
 		b.WriteString("  no request\n")
 	case v.State == nexting.DevicePending:
-		fmt.Fprintf(&b, "  REQUEST %s — %ds left\n\n    %s\n\n  [a] allow    [d] deny\n", v.ID, int(v.Remaining.Round(time.Second)/time.Second), showText(v.Summary))
+		fmt.Fprintf(&b, "  REQUEST %s — %ds left\n\n    %s\n\n  [a] allow    [d] deny\n", v.ID, int(v.Remaining.Round(time.Second)/time.Second), safetext.String(v.Summary))
 	default:
-		fmt.Fprintf(&b, "  REQUEST %s — answered %s, waiting for the host (%ds left)\n\n    %s\n", v.ID, v.Choice, int(v.Remaining.Round(time.Second)/time.Second), showText(v.Summary))
+		fmt.Fprintf(&b, "  REQUEST %s — answered %s, waiting for the host (%ds left)\n\n    %s\n", v.ID, v.Choice, int(v.Remaining.Round(time.Second)/time.Second), safetext.String(v.Summary))
 	}
 	b.WriteString("\n  status slots:\n")
 	if v == nil || len(v.Status) == 0 {
 		b.WriteString("    (empty)\n")
 	} else {
 		for _, a := range v.Status {
-			fmt.Fprintf(&b, "    %d  %-11s %s\n", a.Slot, a.State, showText(a.Label))
+			fmt.Fprintf(&b, "    %d  %-11s %s\n", a.Slot, a.State, safetext.String(a.Label))
 		}
 	}
 	if v != nil && v.LastError.Code != "" {
@@ -332,14 +331,4 @@ func (u *simUI) render(v *nexting.SimView) {
 	}
 	fmt.Fprintf(&b, "\n  keys: a/y allow · d/n deny · q quit\n  %s\n", u.notice)
 	io.WriteString(u.w, b.String())
-}
-
-// showText shows text from the wire safely on a terminal: as it is when
-// every character is printable, else quoted with escapes (a summary may
-// carry control characters).
-func showText(s string) string {
-	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
-		return s
-	}
-	return strconv.Quote(s)
 }

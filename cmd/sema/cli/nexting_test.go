@@ -395,7 +395,7 @@ func TestNextingSim(t *testing.T) {
 		t.Fatalf("decision %s", got)
 	}
 	d = ask("Run: rm -rf /\x1b[2J")
-	out.waitFor(ctx, t, `pending r2: "Run: rm -rf /\x1b[2J"`) // control characters never reach the terminal raw
+	out.waitFor(ctx, t, `pending r2: Run: rm -rf /\x1b[2J`) // control characters never reach the terminal raw
 	io.WriteString(typeKeys, "n")
 	if got := <-d; got != nexting.DecisionDeny {
 		t.Fatalf("decision %s", got)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/executor"
+	"github.com/sema-agent/sema/internal/safetext"
 	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 )
@@ -78,10 +79,10 @@ func (q *quickstart) step(name string, do func() (string, error)) error {
 	detail, err := do()
 	ms := float64(time.Since(start).Microseconds()) / 1000
 	if err != nil {
-		fmt.Fprintf(Stdout, "  ✗ %8s     %-15s %s\n", "", name, err)
+		fmt.Fprintf(Stdout, "  ✗ %8s     %-15s %s\n", "", name, safetext.String(err.Error()))
 		return fmt.Errorf("quickstart: %s: %w", name, err)
 	}
-	fmt.Fprintf(Stdout, "  ✓ %8.1f ms  %-15s %s\n", ms, name, detail)
+	fmt.Fprintf(Stdout, "  ✓ %8.1f ms  %-15s %s\n", ms, name, safetext.String(detail))
 	return nil
 }
 
@@ -396,7 +397,7 @@ func (q *quickstart) prompt() error {
 		case errors.As(err, &ee) && strings.HasPrefix(ee.Err.Error(), "command terminated"):
 			fmt.Fprintf(Stdout, "[exit %d · %.1f ms]\n", ee.Code, ms)
 		default:
-			fmt.Fprintf(Stdout, "[%v · %.1f ms]\n", err, ms)
+			fmt.Fprintf(Stdout, "[%s · %.1f ms]\n", safetext.String(err.Error()), ms)
 		}
 		if ctx.Err() != nil {
 			return nil

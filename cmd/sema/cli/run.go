@@ -28,10 +28,12 @@ func newRunCmd() *cobra.Command {
 			"A relative --cwd is taken from the device's workspace root.\n\n" +
 			"Exit codes when the command did not simply exit:\n" +
 			"  124  timeout: the device killed the command at --timeout\n" +
-			"  125  never started: the device is offline, unknown or refused it; nothing ran, safe to retry\n" +
+			"  125  never started, nothing ran: the lane refused it, the device is offline or unknown, the\n" +
+			"       device refused to start it (approval denied, permission_denied, a missing --cwd), or\n" +
+			"       nothing was sent (the server unreachable, the API key file unreadable)\n" +
 			"  130  cancelled with Ctrl-C, confirmed by the device\n" +
 			"  255  the lane lost track (outcome_unknown, a broken stream): the command may have run\n" +
-			"    2  usage",
+			"    2  usage (an unknown command or flag included)",
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
 				return usageError{errors.New("run needs a command after --")}
@@ -53,7 +55,7 @@ func runRun(c *cobra.Command, f runFlags, args []string) error {
 	}
 	api, err := f.client.client()
 	if err != nil {
-		return err
+		return nothingSent(err)
 	}
 	defer api.close()
 	dev, err := api.pickDevice(c.Context(), f.device)
@@ -86,7 +88,7 @@ func execStream(c *cobra.Command, api *apiClient, deviceID, command, cwd string,
 		return res, err
 	}
 	if err := res.failure("exec"); err != nil {
-		return res, err
+		return res, refusedToStart(err)
 	}
 	o := res.Outcome
 	if o.Truncated != nil && (o.Truncated.Stdout || o.Truncated.Stderr) {
@@ -103,4 +105,28 @@ func execStream(c *cobra.Command, api *apiClient, deviceID, command, cwd string,
 		return res, &ExitError{Code: code, Err: fmt.Errorf("command terminated with exit code %d", *o.ExitCode)}
 	}
 	return res, nil
+}
+
+// refusedToStart turns the device's definite refusal of an exec (exit 1
+// for fs: approval denied, permission_denied, a missing or unusable cwd,
+// invalid arguments) into never started: an exec failure arm means the
+// command was not started, and 1 must stay the command's own exit code.
+func refusedToStart(err error) error {
+	var ee *ExitError
+	if errors.As(err, &ee) && ee.Code == ExitFailure {
+		return &ExitError{Code: ExitNeverStarted, Err: fmt.Errorf("%w (it never started)", ee.Err)}
+	}
+	return err
+}
+
+// nothingSent marks a local failure before anything reached the lane
+// (an unreadable key file, a missing local file) as never started; usage
+// errors and exits already decided stay as they are.
+func nothingSent(err error) error {
+	var ee *ExitError
+	var ue usageError
+	if err == nil || errors.As(err, &ee) || errors.As(err, &ue) {
+		return err
+	}
+	return &ExitError{Code: ExitNeverStarted, Err: fmt.Errorf("%w (nothing was sent)", err)}
 }

@@ -79,19 +79,28 @@ func startSim(t *testing.T, sock string) *simProc {
 	return p
 }
 
+// startSimInShortDir starts the simulator on a socket in a fresh short
+// directory (unix socket paths are short; t.TempDir can be too long) and
+// waits until it listens. The directory is removed when the test ends.
+func startSimInShortDir(t *testing.T) (sim *simProc, sock, dir string) {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "sim")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	sock = filepath.Join(dir, "s.sock")
+	sim = startSim(t, sock)
+	sim.out.waitFor(ctx(t), t, "listening on unix:"+sock)
+	return sim, sock, dir
+}
+
 // The whole flow with binaries: a real `sema device serve --approve` and a
 // real `sema nexting sim`, the lane faked. Deny refuses the command, allow
 // runs it, and the logs carry no command text.
 func TestServeWithTheSimulator(t *testing.T) {
 	c := ctx(t)
-	dir, err := os.MkdirTemp("", "sim")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer os.RemoveAll(dir)
-	sock := filepath.Join(dir, "s.sock")
-	sim := startSim(t, sock)
-	sim.out.waitFor(c, t, "listening on unix:"+sock)
+	sim, sock, _ := startSimInShortDir(t)
 
 	l := fakelane.New(t, "")
 	stateDir, _ := enrolledDevice(t, l)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/internal/atomicfile"
+	"github.com/sema-agent/sema/internal/safetext"
 )
 
 // Environment of `sema device service`: where the unit goes, and which
@@ -140,7 +141,7 @@ func runServiceInstall(f serviceFlags, goos string) error {
 	if err := atomicfile.Write(unitPath, []byte(content), 0o644); err != nil {
 		return err
 	}
-	fmt.Fprintf(Stdout, "Wrote %s: it runs `sema device serve --state-dir %s` for device %s.\n\n", unitPath, dir, rec.DeviceID)
+	fmt.Fprintf(Stdout, "Wrote %s: it runs `sema device serve --state-dir %s` for device %s.\n\n", unitPath, dir, safetext.String(rec.DeviceID))
 	fmt.Fprintf(Stdout, "  start:   %s\n  stop:    %s\n  logs:    %s\n  status:  sema device status --state-dir %s\n\n", start, stop, logs, shellQuote(dir))
 	fmt.Fprintln(Stdout, "It restarts after a failure, never after a clean stop or a revocation (exit 3: enroll again, then start it).")
 	if goos == "linux" {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/executor"
+	"github.com/sema-agent/sema/internal/safetext"
 )
 
 type statusFlags struct {
@@ -73,7 +74,7 @@ func runStatus(f statusFlags) error {
 	}
 	if f.json {
 		b, _ := json.MarshalIndent(ds, "", "  ")
-		fmt.Fprintf(Stdout, "%s\n", b)
+		fmt.Fprintf(Stdout, "%s\n", safetext.JSON(b))
 	} else {
 		printStatus(ds)
 	}
@@ -85,7 +86,8 @@ func runStatus(f statusFlags) error {
 
 func printStatus(ds deviceStatus) {
 	rec := ds.Record
-	line := func(k, v string) { fmt.Fprintf(Stdout, "%-10s %s\n", k, v) }
+	// The record and the status hold what the lane said (ids, paths, errors).
+	line := func(k, v string) { fmt.Fprintf(Stdout, "%-10s %s\n", k, safetext.String(v)) }
 	line("device", rec.DeviceID)
 	line("server", rec.Server)
 	line("workspace", rec.WorkspaceRoot)

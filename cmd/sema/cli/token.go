@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sema-agent/sema/internal/safetext"
 )
 
 type tokenFlags struct {
@@ -53,13 +55,13 @@ func runToken(c *cobra.Command, f tokenFlags) error {
 	}
 	if f.json {
 		b, _ := json.Marshal(tok)
-		fmt.Fprintf(Stdout, "%s\n", b)
+		fmt.Fprintf(Stdout, "%s\n", safetext.JSON(b))
 		return nil
 	}
-	fmt.Fprintln(Stdout, enrollLine(api.base, tok.Token, f.workspace))
+	fmt.Fprintln(Stdout, safetext.String(enrollLine(api.base, tok.Token, f.workspace)))
 	fmt.Fprintf(Stderr, "Run that line on the device within %v (until %s), with $%s set to your API key;\n"+
 		"the token works once. Then start the executor there: sema device serve\n",
-		time.Duration(tok.TTLSec)*time.Second, tok.ExpiresAt, EnvAPIKey)
+		time.Duration(tok.TTLSec)*time.Second, safetext.String(tok.ExpiresAt), EnvAPIKey)
 	return nil
 }
 
