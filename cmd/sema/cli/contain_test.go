@@ -26,8 +26,12 @@ func TestServeContainsByDefault(t *testing.T) {
 	refused := func(why string, args ...string) {
 		t.Helper()
 		out, errOut, code := s.sema(t, nil, args...)
-		if code != cli.ExitFailure || !strings.Contains(errOut, "permission_denied") || !strings.Contains(errOut, why) {
-			t.Errorf("%v: exit %d, stderr %q; want 1, permission_denied, %q", args, code, errOut, why)
+		want := cli.ExitFailure // fs: the device said no
+		if args[0] == "run" {
+			want = cli.ExitNeverStarted // run: never started (the README exit table)
+		}
+		if code != want || !strings.Contains(errOut, "permission_denied") || !strings.Contains(errOut, why) {
+			t.Errorf("%v: exit %d, stderr %q; want %d, permission_denied, %q", args, code, errOut, want, why)
 		}
 		if strings.Contains(out, "PRIVATE KEY") || strings.Contains(errOut, "PRIVATE KEY") {
 			t.Fatalf("%v printed the key", args)
