@@ -165,7 +165,7 @@ func (l *realLane) token(t *testing.T, apiKey string) string {
 }
 
 func enrollOptions(l *realLane, dir, ws, apiKey, token string) device.EnrollOptions {
-	return device.EnrollOptions{Server: l.url + "/", Token: token, APIKey: apiKey, WorkspaceRoot: ws, StateDir: dir, DisplayName: "laptop"}
+	return device.EnrollOptions{Server: l.url + "/", Token: token, APIKey: apiKey, WorkspaceRoot: ws, StateDir: dir, DisplayName: "laptop", Logger: quiet}
 }
 
 func TestEnrollAgainstTheRealLane(t *testing.T) {

@@ -1,32 +1,22 @@
 package device
 
 import (
-	"bytes"
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
 	"github.com/sema-agent/sema/protocol"
-)
-
-// Enrollment retry policy (§1.1, §7): honour retry-after exactly, never
-// faster than once per second, at most ten attempts.
-const (
-	MaxEnrollAttempts = 10
-	minRetryWait      = time.Second
 )
 
 // EnrollmentInvalidText is the single explanation of 403
@@ -92,9 +82,14 @@ type EnrollOptions struct {
 	HTTPClient *http.Client // default http.DefaultClient
 	Sleep      Sleeper      // default Sleep
 	Now        func() time.Time
-	Logger     *slog.Logger
-	GOOS       string // default runtime.GOOS; only darwin and linux enroll
-	GOARCH     string // default runtime.GOARCH
+	// UnreachableRetry is how long network errors are retried, from the
+	// first of a run of them; default and most MaxUnreachableRetry.
+	UnreachableRetry time.Duration
+	// AttemptTimeout bounds one request; default 15 s.
+	AttemptTimeout time.Duration
+	Logger         *slog.Logger
+	GOOS           string // default runtime.GOOS; only darwin and linux enroll
+	GOARCH         string // default runtime.GOARCH
 }
 
 // Enroll registers this machine as a device (§1.1): it generates the key
@@ -103,9 +98,21 @@ type EnrollOptions struct {
 // posts the closed body with the user's credential, and stores the device
 // record beside the key. It refuses a state dir that already holds a live
 // enrollment.
+//
+// A failed enrollment leaves no state dir behind that it created, and a
+// state dir that was there as it was, with one exception each way: the
+// pending key is deleted when the lane refused it (403
+// device.enrollment_invalid), and kept — with the directories that hold
+// it — when the lane may have registered it (an attempt whose request left
+// this machine got no answer, or a 5xx): only the same key can replay that
+// registration with the same token (§1.1); a new key would be refused as
+// token reuse. A key this run generated that provably never reached the
+// lane is deleted.
 func Enroll(ctx context.Context, o EnrollOptions) (Record, error) {
-	o.defaults()
 	var rec Record
+	if err := o.defaults(); err != nil {
+		return rec, err
+	}
 	if !protocol.PlatformOS(o.GOOS).Valid() {
 		return rec, fmt.Errorf("this executor runs on darwin and linux only; %s is not supported by the device lane", o.GOOS)
 	}
@@ -123,16 +130,29 @@ func Enroll(ctx context.Context, o EnrollOptions) (Record, error) {
 	if err != nil {
 		return rec, err
 	}
-	if err := EnsureStateDir(o.StateDir); err != nil {
+	made, err := makeStateDir(o.StateDir)
+	if err != nil {
 		return rec, err
 	}
+	rec, err = enrollInto(ctx, o, base, ws)
+	if err != nil {
+		removeMade(made) // only what is empty: a kept key keeps its dir
+		return rec, err
+	}
+	o.Logger.Info("device enrolled", "deviceId", rec.DeviceID, "server", base, "stateDir", o.StateDir)
+	return rec, nil
+}
+
+// enrollInto enrolls into an existing state dir, and decides the pending
+// key's fate when it fails (see Enroll).
+func enrollInto(ctx context.Context, o EnrollOptions, base, ws string) (Record, error) {
+	var rec Record
 	if old, err := LoadRecord(o.StateDir); err == nil && old.RevokedAt == nil {
 		return rec, fmt.Errorf("the state dir %s is already enrolled as device %s; use another --state-dir to enroll another device", o.StateDir, old.DeviceID)
 	} else if err != nil && !errors.Is(err, ErrNotEnrolled) {
 		return rec, err
 	}
-
-	priv, err := pendingKey(o.StateDir)
+	priv, fresh, err := pendingKey(o.StateDir)
 	if err != nil {
 		return rec, err
 	}
@@ -147,25 +167,37 @@ func Enroll(ctx context.Context, o EnrollOptions) (Record, error) {
 	if err != nil {
 		return rec, err
 	}
-	deviceID, err := register(ctx, o, base+"/v1/devices/enroll", body)
+	deviceID, landed, err := register(ctx, o, base, body)
 	var invalid *EnrollmentInvalidError
-	if errors.As(err, &invalid) {
-		// The key is not registered under this token; a new token gets a
-		// new key.
-		RemoveKey(o.StateDir)
-	}
-	if err != nil {
-		return rec, err
+	switch {
+	case err == nil:
+	case errors.As(err, &invalid), fresh && !landed:
+		// Refused under this token, or never reached the lane: no
+		// registration can be completed with this key.
+		return rec, errors.Join(err, RemoveKey(o.StateDir))
+	case landed:
+		return rec, fmt.Errorf("%w\nThe lane may have registered this device before its answer was lost, so its key stays in %s: "+
+			"run the same enroll again with the same token to finish (the replay gets the same device id). To give up instead, delete %s", err, o.StateDir, o.StateDir)
+	default:
+		return rec, err // a pending key of an earlier run: it may be registered from then
 	}
 	rec = Record{DeviceID: deviceID, Server: base, WorkspaceRoot: ws, DisplayName: o.DisplayName, EnrolledAt: o.Now().UTC()}
 	if err := WriteRecord(o.StateDir, rec); err != nil {
 		return rec, fmt.Errorf("enrolled as %s, but the record could not be stored (run enroll again with the same token to recover): %w", deviceID, err)
 	}
-	o.Logger.Info("device enrolled", "deviceId", deviceID, "server", base, "stateDir", o.StateDir)
 	return rec, nil
 }
 
-func (o *EnrollOptions) defaults() {
+func (o *EnrollOptions) defaults() error {
+	if o.UnreachableRetry < 0 || o.UnreachableRetry > MaxUnreachableRetry {
+		return fmt.Errorf("the retry time for an unreachable lane must be between 0 and %s (got %s)", MaxUnreachableRetry, o.UnreachableRetry)
+	}
+	if o.UnreachableRetry == 0 {
+		o.UnreachableRetry = MaxUnreachableRetry
+	}
+	if o.AttemptTimeout <= 0 {
+		o.AttemptTimeout = defaultAttemptTimeout
+	}
 	if o.HTTPClient == nil {
 		o.HTTPClient = http.DefaultClient
 	}
@@ -184,6 +216,7 @@ func (o *EnrollOptions) defaults() {
 	if o.GOARCH == "" {
 		o.GOARCH = runtime.GOARCH
 	}
+	return nil
 }
 
 // ServerURL checks and normalizes the lane's base URL: http or https, a
@@ -219,107 +252,21 @@ func workspaceDir(dir string) (string, error) {
 	return abs, nil
 }
 
-// pendingKey returns the key of an interrupted enrollment, or a new one,
-// stored (0600) before it is ever sent anywhere.
-func pendingKey(dir string) (ed25519.PrivateKey, error) {
-	priv, err := LoadKey(dir)
+// pendingKey returns the key of an interrupted enrollment, or a new one
+// (fresh), stored (0600) before it is ever sent anywhere.
+func pendingKey(dir string) (priv ed25519.PrivateKey, fresh bool, err error) {
+	priv, err = LoadKey(dir)
 	if err == nil {
-		return priv, nil
+		return priv, false, nil
 	}
 	if !errors.Is(err, ErrNoKey) {
-		return nil, err
+		return nil, false, err
 	}
 	if priv, err = GenerateKey(); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	if err := WriteKey(dir, priv); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	return priv, nil
-}
-
-// register posts the body until an answer is final: 200, a refusal, or the
-// attempt cap. 429 waits retry-after exactly (at least 1 s); a transport
-// error or a 503 waits retry-after or 1, 2, 4 … s. Every wait counts toward
-// the cap. Nothing here logs the body: it carries the token.
-func register(ctx context.Context, o EnrollOptions, endpoint string, body []byte) (string, error) {
-	var last error
-	for attempt := 1; ; attempt++ {
-		id, wait, err := registerOnce(ctx, o, endpoint, body)
-		if err == nil {
-			return id, nil
-		}
-		last = err
-		if wait == 0 {
-			return "", err // final
-		}
-		if attempt >= MaxEnrollAttempts {
-			return "", fmt.Errorf("gave up after %d attempts (ten failures in a row mean the token or the credential is wrong, not that the network is slow): %w", attempt, last)
-		}
-		if wait < 0 { // no retry-after: exponential from 1 s
-			wait = minRetryWait << min(attempt-1, 5)
-		}
-		wait = max(wait, minRetryWait)
-		o.Logger.Warn("enrollment not answered yet; retrying", "attempt", attempt, "wait", wait.String(), "err", err)
-		if err := o.Sleep(ctx, wait); err != nil {
-			return "", fmt.Errorf("enrollment interrupted: %w (last answer: %v)", err, last)
-		}
-	}
-}
-
-// registerOnce makes one attempt. wait is 0 for a final answer, the
-// retry-after for a retryable one, or -1 for retryable with no retry-after.
-func registerOnce(ctx context.Context, o EnrollOptions, endpoint string, body []byte) (id string, wait time.Duration, err error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
-	if err != nil {
-		return "", 0, err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Authorization", "Bearer "+o.APIKey)
-	resp, err := o.HTTPClient.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return "", 0, context.Cause(ctx)
-		}
-		var ue *url.Error
-		if errors.As(err, &ue) {
-			err = ue.Err // the URL is in the message already; keep it short
-		}
-		return "", -1, fmt.Errorf("cannot reach the lane: %w", err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
-	if err != nil {
-		return "", -1, fmt.Errorf("reading the lane's answer: %w", err)
-	}
-	var ans struct {
-		DeviceID  string `json:"deviceId"`
-		ErrorCode string `json:"errorCode"`
-		Message   string `json:"message"`
-	}
-	json.Unmarshal(b, &ans) // a non-JSON body leaves the fields empty
-	switch {
-	case resp.StatusCode == http.StatusOK:
-		if !strings.HasPrefix(ans.DeviceID, "dev_") || !protocol.ValidULID(strings.TrimPrefix(ans.DeviceID, "dev_")) {
-			return "", 0, fmt.Errorf("the lane answered 200 without a valid deviceId")
-		}
-		return ans.DeviceID, 0, nil
-	case resp.StatusCode == http.StatusForbidden && ans.ErrorCode == "device.enrollment_invalid":
-		return "", 0, &EnrollmentInvalidError{}
-	case resp.StatusCode == http.StatusTooManyRequests:
-		return "", retryAfter(resp.Header.Get("Retry-After"), minRetryWait), &APIError{resp.StatusCode, ans.ErrorCode, ans.Message}
-	case resp.StatusCode == http.StatusServiceUnavailable, resp.StatusCode == http.StatusBadGateway, resp.StatusCode == http.StatusGatewayTimeout:
-		return "", retryAfter(resp.Header.Get("Retry-After"), -1), &APIError{resp.StatusCode, ans.ErrorCode, ans.Message}
-	}
-	return "", 0, &APIError{resp.StatusCode, ans.ErrorCode, ans.Message}
-}
-
-// retryAfter reads a retry-after of whole seconds; def when absent or
-// unreadable.
-func retryAfter(h string, def time.Duration) time.Duration {
-	n, err := strconv.ParseInt(strings.TrimSpace(h), 10, 64)
-	if err != nil || n < 0 || n > 24*3600 {
-		return def
-	}
-	return time.Duration(n) * time.Second
+	return priv, true, nil
 }

@@ -1,7 +1,9 @@
 package device
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -69,4 +71,36 @@ func TempKindsDir() (string, error) {
 		}
 	}
 	return dir, nil
+}
+
+// makeStateDir is EnsureStateDir that also returns the directories it
+// created, deepest first, so that a failed enrollment can take them back
+// (removeMade).
+func makeStateDir(dir string) ([]string, error) {
+	var missing []string
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		if _, err := os.Lstat(d); !errors.Is(err, fs.ErrNotExist) {
+			break
+		}
+		missing = append(missing, d)
+		if filepath.Dir(d) == d {
+			break
+		}
+	}
+	if err := EnsureStateDir(dir); err != nil {
+		removeMade(missing)
+		return nil, err
+	}
+	return missing, nil
+}
+
+// removeMade removes the directories makeStateDir created, deepest first,
+// each only while it is empty: what anyone put in them since stays, with
+// the directories that hold it.
+func removeMade(dirs []string) {
+	for _, d := range dirs {
+		if os.Remove(d) != nil {
+			return
+		}
+	}
 }

@@ -1,36 +1,18 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/sema-agent/sema/cmd/sema/cli"
 	"github.com/sema-agent/sema/device"
+	"github.com/sema-agent/sema/internal/syncbuf"
 	"github.com/sema-agent/sema/protocol"
 )
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
 
 // Revocation through the user plane, with the executor run as `sema device
 // serve` (in-process): bye revoked, the running command killed and settled
@@ -39,7 +21,7 @@ func (l *lockedBuffer) String() string {
 // output reaches the log.
 func TestRevocationDeletesTheKey(t *testing.T) {
 	e := newEnv(t)
-	stderr := &lockedBuffer{}
+	stderr := &syncbuf.Buffer{}
 	oldOut, oldErr := cli.Stdout, cli.Stderr
 	cli.Stdout, cli.Stderr = stderr, stderr
 	t.Cleanup(func() { cli.Stdout, cli.Stderr = oldOut, oldErr })

@@ -36,9 +36,9 @@ type session struct {
 	hb   time.Duration
 	rbuf []byte // the read buffer, reused message after message
 
-	ctrl    chan protocol.DeviceFrame // heartbeats and goodbye, ahead of the outbox
-	goodbye atomic.Bool               // sent: new instructions are failed explicitly
-	bye     atomic.Value              // protocol.ByeReason, once received
+	ctrl    chan ctrlFrame // heartbeats and goodbye, ahead of the outbox
+	goodbye atomic.Bool    // sent: new instructions are failed explicitly
+	bye     atomic.Value   // protocol.ByeReason, once received
 }
 
 // connect runs one socket from discovery to its end.
@@ -58,7 +58,7 @@ func (rt *Runtime) connect(ctx context.Context) sessionEnd {
 	// the socket (1009) on a larger one.
 	conn.SetReadLimit(protocol.MaxFrameBytes)
 
-	s := &session{rt: rt, conn: conn, ctrl: make(chan protocol.DeviceFrame, 8)}
+	s := &session{rt: rt, conn: conn, ctrl: make(chan ctrlFrame, 8)}
 	ack, end := s.handshake(ctx)
 	if ack == nil {
 		return end
@@ -89,7 +89,7 @@ func (rt *Runtime) connect(ctx context.Context) sessionEnd {
 				"this instruction never reached the executor (the connection dropped while it was being sent); it never started"))
 		}
 	}
-	if err := s.write(ctx, &protocol.GenerationAck{Gen: s.gen}); err != nil {
+	if err := s.writeOwnDeadline(&protocol.GenerationAck{Gen: s.gen}); err != nil {
 		return sessionEnd{err: err, handshook: true}
 	}
 	rt.mu.Lock()
@@ -210,6 +210,18 @@ func (s *session) write(ctx context.Context, f protocol.DeviceFrame) error {
 	return s.conn.Write(ctx, websocket.MessageText, b)
 }
 
+// writeOwnDeadline writes f bounded by the handshake deadline rather than
+// by the process's context: the library closes the socket when a write's
+// context ends mid-write, and a shutdown that starts meanwhile must find
+// the socket whole, to say goodbye on it (§1.6).
+func (s *session) writeOwnDeadline(f protocol.DeviceFrame) error {
+	wctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	t := s.rt.cfg.Clock.AfterFunc(protocol.HandshakeDeadline, cancel)
+	defer t.Stop()
+	return s.write(wctx, f)
+}
+
 // serve runs the socket after generationAck until it ends or ctx (the
 // process) ends, which starts the graceful shutdown (R15).
 func (s *session) serve(ctx context.Context) sessionEnd {
@@ -234,8 +246,11 @@ func (s *session) serve(ctx context.Context) sessionEnd {
 	case <-sctx.Done():
 	case <-ctx.Done():
 		shutdown = true
-		s.shutdown(sctx)
-		s.conn.Close(websocket.StatusNormalClosure, "shutdown")
+		if s.shutdown(sctx) {
+			s.conn.Close(websocket.StatusNormalClosure, "shutdown")
+		}
+		// Without a written goodbye there is no point in a close
+		// handshake: it would wait on the same stuck writer.
 		stop(errShutdown)
 	}
 	s.conn.CloseNow()
@@ -261,31 +276,77 @@ func (s *session) serve(ctx context.Context) sessionEnd {
 // shutdown is R15 and §1.6: goodbye, let in-flight work finish within the
 // grace, stop what is left (answered aborted), and give the results a
 // bounded time to be acked. Instructions that arrive meanwhile are failed
-// explicitly (see receive).
-func (s *session) shutdown(sctx context.Context) {
+// explicitly (see receive). It reports whether the goodbye was written:
+// only then may the socket be closed with a close handshake.
+func (s *session) shutdown(sctx context.Context) (goodbyeWritten bool) {
 	rt := s.rt
 	s.goodbye.Store(true)
-	grace := (rt.cfg.ShutdownGrace + rt.cfg.FlushTimeout).Milliseconds()
-	select {
-	case s.ctrl <- &protocol.Goodbye{Gen: s.gen, Reason: protocol.GoodbyeShutdown, GraceMs: &grace}:
-	case <-sctx.Done():
-		return
+	// One timer bounds the goodbye's write and the in-flight work: a lane
+	// that does not read the goodbye within the grace would not read the
+	// results either.
+	grace := rt.cfg.Clock.NewTimer(rt.cfg.ShutdownGrace)
+	defer grace.Stop()
+	if !s.sayGoodbye(sctx, grace.C()) {
+		return false
 	}
 	rt.log.Info("goodbye sent; finishing in-flight work", "inflight", len(rt.tab.inflight()), "grace", rt.cfg.ShutdownGrace.String())
-	if !rt.waitUntil(sctx, rt.cfg.ShutdownGrace, func() bool { return len(rt.tab.inflight()) == 0 }) && sctx.Err() == nil {
+	if !rt.waitUntil(sctx, grace.C(), func() bool { return len(rt.tab.inflight()) == 0 }) && sctx.Err() == nil {
 		rt.log.Warn("in-flight work did not finish within the grace; stopping it", "inflight", len(rt.tab.inflight()))
 		rt.tab.stopAll(errShutdown)
 	}
-	if !rt.waitUntil(sctx, rt.cfg.FlushTimeout, func() bool { return rt.out.pending() == 0 }) {
+	flush := rt.cfg.Clock.NewTimer(rt.cfg.FlushTimeout)
+	defer flush.Stop()
+	if !rt.waitUntil(sctx, flush.C(), func() bool { return rt.out.pending() == 0 }) {
 		rt.log.Warn("some results were not acknowledged before exit", "held", rt.out.pending())
+	}
+	return true
+}
+
+// sayGoodbye hands the goodbye to the writer and waits until its write has
+// returned (§1.6: the goodbye must be on the wire before the socket closes),
+// the socket ends, or deadline fires. It logs why when the goodbye was not
+// written.
+func (s *session) sayGoodbye(sctx context.Context, deadline <-chan time.Time) bool {
+	rt := s.rt
+	graceMs := (rt.cfg.ShutdownGrace + rt.cfg.FlushTimeout).Milliseconds()
+	written := make(chan error, 1)
+	bye := ctrlFrame{f: &protocol.Goodbye{Gen: s.gen, Reason: protocol.GoodbyeShutdown, GraceMs: &graceMs}, written: written}
+	notWritten := func(why string, args ...any) bool {
+		rt.log.Warn("goodbye not sent: "+why+"; the lane sees the socket drop instead", args...)
+		return false
+	}
+	select {
+	case s.ctrl <- bye:
+	case <-sctx.Done():
+		return notWritten("the socket ended first", "err", context.Cause(sctx))
+	case <-deadline:
+		return notWritten("the writer did not take it within the grace", "grace", rt.cfg.ShutdownGrace.String())
+	}
+	wrote := func(err error) bool {
+		if err != nil {
+			return notWritten("its write failed", "err", err)
+		}
+		return true
+	}
+	select {
+	case err := <-written:
+		return wrote(err)
+	case <-sctx.Done():
+		// The writer reports a write that returned before it ends.
+		select {
+		case err := <-written:
+			return wrote(err)
+		default:
+			return notWritten("the socket ended first", "err", context.Cause(sctx))
+		}
+	case <-deadline:
+		return notWritten("its write did not return within the grace (the lane is not reading)", "grace", rt.cfg.ShutdownGrace.String())
 	}
 }
 
 // waitUntil waits until cond holds (rechecked whenever the outbox or the
-// table changes), d elapses (false) or ctx ends (false).
-func (rt *Runtime) waitUntil(ctx context.Context, d time.Duration, cond func() bool) bool {
-	t := rt.cfg.Clock.NewTimer(d)
-	defer t.Stop()
+// table changes), deadline fires (false) or ctx ends (false).
+func (rt *Runtime) waitUntil(ctx context.Context, deadline <-chan time.Time, cond func() bool) bool {
 	for {
 		ch := rt.out.changed()
 		if cond() {
@@ -293,7 +354,7 @@ func (rt *Runtime) waitUntil(ctx context.Context, d time.Duration, cond func() b
 		}
 		select {
 		case <-ch:
-		case <-t.C():
+		case <-deadline:
 			return cond()
 		case <-ctx.Done():
 			return false
@@ -375,9 +436,9 @@ func (s *session) writeLoop(ctx context.Context) error {
 	var wbuf []byte // chunk frames are encoded here; Write does not keep it
 	for {
 		select {
-		case f := <-s.ctrl:
-			if err := s.write(ctx, f); err != nil {
-				return fmt.Errorf("%w: %w", errSocketEnded, err)
+		case c := <-s.ctrl:
+			if err := s.writeCtrl(ctx, c); err != nil {
+				return err
 			}
 			continue
 		default:
@@ -405,13 +466,31 @@ func (s *session) writeLoop(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return nil
-		case f := <-s.ctrl:
-			if err := s.write(ctx, f); err != nil {
-				return fmt.Errorf("%w: %w", errSocketEnded, err)
+		case c := <-s.ctrl:
+			if err := s.writeCtrl(ctx, c); err != nil {
+				return err
 			}
 		case <-rt.out.wake:
 		}
 	}
+}
+
+// ctrlFrame is a control frame for the writer; written, when set, gets the
+// write's result (it must have room for it: the writer never waits on it).
+type ctrlFrame struct {
+	f       protocol.DeviceFrame
+	written chan<- error
+}
+
+func (s *session) writeCtrl(ctx context.Context, c ctrlFrame) error {
+	err := s.write(ctx, c.f)
+	if c.written != nil {
+		c.written <- err
+	}
+	if err != nil {
+		return fmt.Errorf("%w: %w", errSocketEnded, err)
+	}
+	return nil
 }
 
 // heartbeatLoop sends heartbeat every H with an increasing seq and the ids
@@ -429,7 +508,7 @@ func (s *session) heartbeatLoop(ctx context.Context) {
 		}
 		inflight := rt.tab.inflight()
 		select {
-		case s.ctrl <- &protocol.Heartbeat{Gen: s.gen, Seq: seq, Inflight: inflight}:
+		case s.ctrl <- ctrlFrame{f: &protocol.Heartbeat{Gen: s.gen, Seq: seq, Inflight: inflight}}:
 			seq++
 		case <-ctx.Done():
 			return

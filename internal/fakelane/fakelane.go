@@ -379,6 +379,17 @@ func (c *Conn) WaitEnd(ctx context.Context) error {
 	}
 }
 
+// EndCode is the close code the device ended the socket with: -1 while it
+// is open, or when it ended without a close frame (a drop).
+func (c *Conn) EndCode() websocket.StatusCode {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.readErr == nil {
+		return -1
+	}
+	return websocket.CloseStatus(c.readErr)
+}
+
 // SendRaw writes b as one text frame, as is: for frames the protocol
 // package refuses to encode (an unknown kind, a relative path).
 func (c *Conn) SendRaw(b []byte) error {

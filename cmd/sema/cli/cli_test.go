@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -24,6 +23,7 @@ import (
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/internal/fakelane"
 	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/internal/syncbuf"
 	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 	"github.com/sema-agent/sema/protocol"
@@ -121,17 +121,7 @@ func (p *proc) wait(t *testing.T) int {
 	return 0
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-func (s *syncBuffer) String() string { s.mu.Lock(); defer s.mu.Unlock(); return s.b.String() }
+type syncBuffer = syncbuf.Buffer
 
 // startServe runs a real `sema device serve` with its own machine-wide
 // lock dir; extra flags follow the state dir.

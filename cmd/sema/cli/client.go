@@ -48,12 +48,18 @@ type clientFlags struct {
 }
 
 func addClientFlags(c *cobra.Command, f *clientFlags) {
+	addServerFlag(c, &f.server)
+	c.Flags().StringVar(&f.keyFile, "admin-key-file", "", "read the API key from this file (e.g. <data>/admin.key) instead of $"+EnvAPIKey)
+}
+
+// addServerFlag is --server, the lane's base URL, as every command that
+// talks to the lane takes it.
+func addServerFlag(c *cobra.Command, server *string) {
 	def := os.Getenv(EnvServer)
 	if def == "" {
 		def = DefaultServer
 	}
-	c.Flags().StringVar(&f.server, "server", def, "the lane's base URL (default $"+EnvServer+", else "+DefaultServer+")")
-	c.Flags().StringVar(&f.keyFile, "admin-key-file", "", "read the API key from this file (e.g. <data>/admin.key) instead of $"+EnvAPIKey)
+	c.Flags().StringVar(server, "server", def, "the lane's base URL (default $"+EnvServer+", else "+DefaultServer+")")
 }
 
 // apiClient calls the lane's HTTP API with the user's API key.

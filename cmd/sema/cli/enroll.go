@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -17,31 +18,40 @@ const EnvAPIKey = "SEMA_API_KEY"
 
 type enrollFlags struct {
 	server, token, workspace, name, stateDir string
+	retryUnreachable                         time.Duration
 }
 
 func newEnrollCmd() *cobra.Command {
 	var f enrollFlags
 	c := &cobra.Command{
-		Use:   "enroll --server URL --token TOKEN --workspace DIR [--name NAME] [--state-dir DIR]",
+		Use:   "enroll --token TOKEN --workspace DIR [--server URL] [--name NAME] [--state-dir DIR]",
 		Short: "Register this machine with the lane (the user's credential comes from " + EnvAPIKey + ")",
 		Long: "enroll generates this device's Ed25519 key here (only the public key leaves the machine),\n" +
 			"registers it with the lane using a one-shot enrollment token and the user's API key\n" +
 			"($" + EnvAPIKey + "), and stores the device id beside the key. It prints the device id.\n" +
-			"--token - reads the token from standard input, keeping it out of the process list.",
+			"--token - reads the token from standard input, keeping it out of the process list.\n" +
+			"A lane that cannot be reached (connection refused, DNS, TLS, no answer) is retried with\n" +
+			"backoff for --retry-unreachable (at most 60s), then enroll fails: cannot reach the lane at URL.\n" +
+			"A failed enrollment leaves no state dir behind, except a key the lane may have registered\n" +
+			"before its answer was lost: run the same command again to finish.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error { return runEnroll(c, f) },
 	}
-	c.Flags().StringVar(&f.server, "server", "", "the lane's base URL (https://…)")
+	addServerFlag(c, &f.server)
 	c.Flags().StringVar(&f.token, "token", "", "the one-shot enrollment token, or - to read it from standard input")
 	c.Flags().StringVar(&f.workspace, "workspace", "", "the directory the lane resolves relative paths against")
 	c.Flags().StringVar(&f.name, "name", "", "a display name for this device")
 	c.Flags().StringVar(&f.stateDir, "state-dir", "", "where the key and the record live (default $"+device.EnvStateDir+", else the OS config dir + /sema/device)")
+	c.Flags().DurationVar(&f.retryUnreachable, "retry-unreachable", device.MaxUnreachableRetry, "how long to retry a lane that cannot be reached (at most "+device.MaxUnreachableRetry.String()+")")
 	return c
 }
 
 func runEnroll(c *cobra.Command, f enrollFlags) error {
-	if f.server == "" || f.token == "" || f.workspace == "" {
-		return usageError{errors.New("enroll needs --server, --token and --workspace")}
+	if f.token == "" || f.workspace == "" {
+		return usageError{errors.New("enroll needs --token and --workspace")}
+	}
+	if f.retryUnreachable < time.Second || f.retryUnreachable > device.MaxUnreachableRetry {
+		return usageError{fmt.Errorf("--retry-unreachable must be between 1s and %s (got %s)", device.MaxUnreachableRetry, f.retryUnreachable)}
 	}
 	token := f.token
 	if token == "-" {
@@ -58,7 +68,7 @@ func runEnroll(c *cobra.Command, f enrollFlags) error {
 	rec, err := device.Enroll(c.Context(), device.EnrollOptions{
 		Server: f.server, Token: token, APIKey: os.Getenv(EnvAPIKey),
 		WorkspaceRoot: f.workspace, DisplayName: f.name, StateDir: dir,
-		Logger: newLogger(false),
+		UnreachableRetry: f.retryUnreachable, Logger: newLogger(false),
 	})
 	if err != nil {
 		return err
