@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
@@ -23,7 +22,6 @@ import (
 
 	"github.com/sema-agent/sema/internal/clock"
 	"github.com/sema-agent/sema/internal/ids"
-	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -150,24 +148,9 @@ func BenchmarkIdleDeviceMemory(b *testing.B) {
 func benchmarkIdle(b *testing.B, n int) {
 	raiseNoFile(b, uint64(n)+4096)
 	l := newWSLane(b, func(c *Config) { c.MaxPreAuthPerAddr = 64 })
-	ctx := context.Background()
-	idn, err := l.store.CreateIdentity(ctx, "fleet")
-	if err != nil {
-		b.Fatal(err)
-	}
 	var keys strings.Builder
-	for i := range n {
-		pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-		token := fmt.Sprintf("set_fleet_%d_%s", i, ids.ULID())
-		if _, err := l.store.CreateEnrollToken(ctx, idn.ID, store.DigestOf(token), time.Hour); err != nil {
-			b.Fatal(err)
-		}
-		d, _, err := l.store.RegisterDevice(ctx, store.Registration{TokenDigest: store.DigestOf(token), IdentityID: idn.ID,
-			PublicKey: pub, PlatformOS: "linux", WorkspaceRoot: "/w"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		fmt.Fprintf(&keys, "%s %s\n", d.ID, hex.EncodeToString(priv.Seed()))
+	for _, d := range registerFleet(b, l.store, n) {
+		fmt.Fprintf(&keys, "%s %s\n", d.id, hex.EncodeToString(d.priv.Seed()))
 	}
 	keyFile := b.TempDir() + "/keys"
 	if err := os.WriteFile(keyFile, []byte(keys.String()), 0o600); err != nil {

@@ -35,7 +35,7 @@ func (s *Store) AuditEvents(ctx context.Context, f store.AuditFilter) ([]store.A
 	}
 	query += ` ORDER BY id LIMIT ?`
 	args = append(args, limit)
-	rows, err := s.db.QueryContext(ctx, s.sql(query), args...)
+	rows, err := s.reads.QueryContext(ctx, s.sql(query), args...)
 	if err != nil {
 		return nil, s.wrap("read audit", err)
 	}
