@@ -128,6 +128,11 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	lock, err := lockDataDir(dir)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
