@@ -390,7 +390,7 @@ func (s *Server) attach(c *conn, d *deviceState, epoch string) (*protocol.HelloA
 		}
 		takeover = old.holder
 	}
-	lease, err := s.store.AcquireLease(c.ctx, store.LeaseRequest{DeviceID: d.id, Holder: c.holder, Epoch: epoch, TTL: s.cfg.LeaseTTL, Takeover: takeover})
+	lease, err := s.store.AcquireLease(c.ctx, store.LeaseRequest{DeviceID: d.id, Holder: c.holder, Epoch: epoch, Replica: s.replica, TTL: s.cfg.LeaseTTL, Takeover: takeover})
 	switch {
 	case errors.Is(err, store.ErrRevoked):
 		return nil, protocol.RejectRevoked
@@ -505,15 +505,7 @@ func (c *conn) cleanup() {
 		s.startGrace(d)
 	}
 	d.mu.Unlock()
-	// The stored lease is this connection's until another holder takes it,
-	// also when a bye (draining, revoked) already made it no longer
-	// current: release it. The release names the holder, so a successor's
-	// lease is never touched.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.store.ReleaseLease(ctx, d.id, c.holder); err != nil {
-		s.log.Warn("lane: releasing a lease failed; it will expire", "device", d.id, "err", err)
-	}
+	s.releaseLease(d.id, c.holder)
 	s.audit(context.Background(), store.AuditEvent{DeviceID: d.id, Event: "device.disconnected"})
 }
 

@@ -1,11 +1,14 @@
 package lane
 
 import (
+	"bufio"
 	"context"
 	"crypto/ed25519"
 	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -140,6 +143,69 @@ func registryFilesOpen(tb testing.TB, dir string) int {
 		if err == nil && strings.HasPrefix(target, db) {
 			n++
 		}
+	}
+	return n
+}
+
+// writeFleetKeys writes the fleet's ids and key seeds for its child
+// process, one "id seed-hex" a line.
+func writeFleetKeys(tb testing.TB, fleet []fleetDevice) string {
+	tb.Helper()
+	var keys strings.Builder
+	for _, d := range fleet {
+		fmt.Fprintf(&keys, "%s %s\n", d.id, hex.EncodeToString(d.priv.Seed()))
+	}
+	keyFile := filepath.Join(tb.TempDir(), "keys")
+	if err := os.WriteFile(keyFile, []byte(keys.String()), 0o600); err != nil {
+		tb.Fatal(err)
+	}
+	return keyFile
+}
+
+// startFleetProcess connects every device of keyFile to the lane from a
+// child process (this test binary as TestHelperIdleFleet), so that the
+// devices' sockets and memory are not this process's. It returns once all
+// are connected; stop disconnects them and waits for the child.
+func startFleetProcess(tb testing.TB, l *wsLane, keyFile string) (stop func()) {
+	tb.Helper()
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperIdleFleet$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "LANE_FLEET_URL="+l.wsURL(), "LANE_FLEET_KEYS="+keyFile)
+	stdin, _ := cmd.StdinPipe()
+	stdout, _ := cmd.StdoutPipe()
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	stop = func() {
+		stdin.Close() // the fleet disconnects and exits
+		cmd.Wait()
+	}
+	sc := bufio.NewScanner(stdout)
+	for sc.Scan() {
+		if strings.HasPrefix(sc.Text(), "ready ") {
+			return stop
+		}
+	}
+	stop()
+	tb.Fatal("the fleet did not come up")
+	return nil
+}
+
+// activeCount is how many devices have an active connection.
+func (l *wsLane) activeCount() int {
+	l.srv.mu.Lock()
+	devices := make([]*deviceState, 0, len(l.srv.devices))
+	for _, d := range l.srv.devices {
+		devices = append(devices, d)
+	}
+	l.srv.mu.Unlock()
+	n := 0
+	for _, d := range devices {
+		d.mu.Lock()
+		if d.conn != nil && d.conn.state == connActive {
+			n++
+		}
+		d.mu.Unlock()
 	}
 	return n
 }

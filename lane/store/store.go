@@ -58,6 +58,10 @@ type Store interface {
 	RenewLease(ctx context.Context, deviceID, holder string, ttl time.Duration) (Lease, error)
 	// ReleaseLease drops a holder's lease; a no-op if it holds none.
 	ReleaseLease(ctx context.Context, deviceID, holder string) error
+	// ReleaseReplicaLeases drops every lease taken with LeaseRequest.Replica
+	// replica, in one statement, and returns how many it dropped. A lease a
+	// holder of another replica has taken since is never touched.
+	ReleaseReplicaLeases(ctx context.Context, replica string) (int64, error)
 
 	// Audit appends an audit row; At is set by the database.
 	Audit(ctx context.Context, e AuditEvent) error
@@ -123,7 +127,10 @@ type LeaseRequest struct {
 	DeviceID string
 	Holder   string // the connection taking the lease
 	Epoch    string // the executor process epoch of that connection
-	TTL      time.Duration
+	// Replica names the lane server process taking the lease, for
+	// ReleaseReplicaLeases; "" names none.
+	Replica string
+	TTL     time.Duration
 	// Takeover, when not "", is a holder the caller judged stale: its lease
 	// may be taken even while unexpired.
 	Takeover string

@@ -160,7 +160,7 @@ func (s *Store) ListDevices(ctx context.Context, ownerID string) ([]store.Device
 
 // RevokeDevice revokes an owner's device, terminally, and drops its lease.
 func (s *Store) RevokeDevice(ctx context.Context, ownerID, deviceID string) (store.Device, error) {
-	d, err := scanDevice(s.db.QueryRowContext(ctx, s.sql(`UPDATE devices SET revoked_ms = COALESCE(revoked_ms, NOW), lease_holder = NULL, lease_epoch = NULL, lease_expires_ms = NULL
+	d, err := scanDevice(s.db.QueryRowContext(ctx, s.sql(`UPDATE devices SET revoked_ms = COALESCE(revoked_ms, NOW), `+noLease+`
 		WHERE id = ? AND owner_id = ? RETURNING `+deviceColumns), deviceID, ownerID))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return d, s.wrap("revoke device", err)

@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -47,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"ConcurrentLeaseAcquisitionOneWinner", testConcurrentLease},
 		{"Audit", testAudit},
 		{"AFullPoolWaitsAsLongAsTheCallersContext", testFullPoolWaits},
+		{"ReleaseReplicaLeasesDrops10000InOneStatement", testReleaseReplicaLeases},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open(t)) })
@@ -543,5 +545,113 @@ func testFullPoolWaits(t *testing.T, s Backend) {
 	}
 	if open := db.Stats().OpenConnections; open > size {
 		t.Fatalf("%d connections open, over the pool's %d", open, size)
+	}
+}
+
+// manyDevices adds n devices, copies of one registered device, in one
+// statement: the registration path is tested above, and n of them one by
+// one would be most of the suite's time.
+func manyDevices(t *testing.T, s Backend, owner string, n int) []string {
+	t.Helper()
+	model := register(t, s, owner)
+	_, err := s.DB().ExecContext(ctx(t), fmt.Sprintf(`WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < %d)
+		INSERT INTO devices (id, owner_id, pubkey, platform_os, platform_arch, display_name, workspace_root, created_ms, generation)
+		SELECT 'dev_MANY' || n, d.owner_id, d.pubkey, d.platform_os, d.platform_arch, d.display_name, d.workspace_root, d.created_ms, 0
+		FROM seq, devices d WHERE d.id = '%s'`, n, model.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("dev_MANY%d", i+1)
+	}
+	return ids
+}
+
+// leaseAll takes every device's lease for replica, holder "<replica>/<i>":
+// the first 100 through AcquireLease, from a few goroutines, and the rest
+// by one statement writing the columns AcquireLease writes (10,000 of them
+// one by one take 20 s under the race detector on SQLite).
+func leaseAll(t *testing.T, s Backend, devices []string, replica string) {
+	t.Helper()
+	const acquired = 100
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < min(len(devices), acquired); i += 8 {
+				_, err := s.AcquireLease(context.Background(), store.LeaseRequest{DeviceID: devices[i],
+					Holder: fmt.Sprintf("%s/%d", replica, i), Epoch: "E", Replica: replica, TTL: time.Hour})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("taking a lease: %v", err)
+	}
+	if len(devices) <= acquired {
+		return
+	}
+	rest := "'" + strings.Join(devices[acquired:], "', '") + "'"
+	_, err := s.DB().ExecContext(ctx(t), fmt.Sprintf(`UPDATE devices SET generation = generation + 1, lease_holder = '%s/' || id,
+		lease_epoch = 'E', lease_replica = '%s', lease_expires_ms = created_ms + 86400000000 WHERE id IN (%s)`, replica, replica, rest))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func leasesHeld(t *testing.T, s Backend) int {
+	t.Helper()
+	var n int
+	if err := s.DB().QueryRowContext(ctx(t), `SELECT count(*) FROM devices WHERE lease_holder IS NOT NULL`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// H.7: a replica shutting down drops every lease it holds in one
+// statement, 10,000 here; the leases of another replica, and one another
+// replica took over from it, are untouched.
+func testReleaseReplicaLeases(t *testing.T, s Backend) {
+	alice := newIdentity(t, s, "alice")
+	const n = 10000
+	devices := manyDevices(t, s, alice.ID, n+2)
+	mine, theirs, takenOver := devices[:n], devices[n], devices[n+1]
+	leaseAll(t, s, mine, "rep_A")
+	leaseAll(t, s, []string{theirs}, "rep_B")
+	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: takenOver, Holder: "rep_A/old", Epoch: "E", Replica: "rep_A", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: takenOver, Holder: "rep_B/new", Epoch: "E", Replica: "rep_B", TTL: time.Hour, Takeover: "rep_A/old"}); err != nil {
+		t.Fatal(err)
+	}
+	released, err := s.ReleaseReplicaLeases(ctx(t), "rep_A")
+	if err != nil || released != n {
+		t.Fatalf("ReleaseReplicaLeases = %d, %v; want %d", released, err, n)
+	}
+	if held := leasesHeld(t, s); held != 2 {
+		t.Fatalf("%d leases held after the release, want 2 (the other replica's)", held)
+	}
+	for _, l := range []struct{ device, holder string }{{theirs, "rep_B/0"}, {takenOver, "rep_B/new"}} {
+		if _, err := s.RenewLease(ctx(t), l.device, l.holder, time.Minute); err != nil {
+			t.Errorf("another replica's lease on %s was touched: %v", l.device, err)
+		}
+	}
+	// A released device's lease is free for anyone, with no takeover.
+	for _, d := range []string{mine[0], mine[n-1]} {
+		if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: d, Holder: "rep_C/1", Epoch: "E", Replica: "rep_C", TTL: time.Minute}); err != nil {
+			t.Errorf("a released lease on %s: %v", d, err)
+		}
+	}
+	if again, err := s.ReleaseReplicaLeases(ctx(t), "rep_A"); err != nil || again != 0 {
+		t.Errorf("a second release = %d, %v; want 0", again, err)
+	}
+	if _, err := s.ReleaseReplicaLeases(ctx(t), ""); err == nil {
+		t.Error("releasing the leases of no replica did not fail")
 	}
 }
