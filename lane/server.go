@@ -66,7 +66,7 @@ func New(cfg Config) (*Server, error) {
 		memo:         newSettledMemo(cfg.SettledMemo),
 		neverStarted: newSettledMemo(cfg.SettledMemo),
 	}
-	s.audits = startAuditor(cfg.Store, cfg.Logger)
+	s.audits = startAuditor(auditorConfig{store: cfg.Store, log: cfg.Logger, clock: cfg.Clock, retention: cfg.AuditRetention, keep: cfg.AuditKeep})
 	s.mux.HandleFunc("GET /v1/capabilities", s.capabilities)
 	s.mux.HandleFunc("POST /v1/devices/enroll-tokens", s.laneOnly(s.authenticated(s.issueEnrollToken)))
 	s.mux.HandleFunc("POST /v1/devices/enroll", s.laneOnly(s.authenticated(s.enroll)))

@@ -5,6 +5,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
+
+	"github.com/sema-agent/sema/lane/store"
+	"github.com/sema-agent/sema/lane/store/sqlite"
 )
 
 // H.6: a second `sema server` on a data dir exits 1 at once, naming the
@@ -41,5 +45,46 @@ func TestTheDataDirLockDiesWithItsServer(t *testing.T) {
 	again.cmd.Process.Signal(syscall.SIGTERM)
 	if code := again.wait(t); code != 0 {
 		t.Fatalf("restart after SIGKILL: exit %d\n%s", code, again.stderr)
+	}
+}
+
+// H.8: --audit-retention prunes old rows, but never the record of the
+// first start: a restart after the retention prints no second admin key.
+func TestAuditRetentionKeepsTheFirstStartsRecord(t *testing.T) {
+	data := t.TempDir()
+	first := startServer(t, data)
+	first.cmd.Process.Signal(syscall.SIGTERM)
+	if code := first.wait(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	st, err := sqlite.Open(t.Context(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := st.Audit(t.Context(), store.AuditEvent{Event: "test.old"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.DB().ExecContext(t.Context(), `UPDATE audit SET at_ms = at_ms - ?`, (48 * time.Hour).Milliseconds()); err != nil {
+		t.Fatal(err)
+	}
+	again := startProc(t, nil, nil, "server", "--listen", "127.0.0.1:0", "--data", data, "--audit-retention", "24h")
+	waitFor(t, "the old row pruned", func() bool {
+		rows, err := st.AuditEvents(t.Context(), store.AuditFilter{Event: "test.old"})
+		return err == nil && len(rows) == 0
+	})
+	if strings.Contains(again.stdout.String(), "sema_") || !strings.Contains(again.stderr.String(), "admin identity exists") {
+		t.Fatalf("the restart after the retention:\n%s\n%s", again.stdout, again.stderr)
+	}
+	if rows, _ := st.AuditEvents(t.Context(), store.AuditFilter{Event: "server.admin_created"}); len(rows) != 1 {
+		t.Fatalf("%d first-start records, want 1", len(rows))
+	}
+	again.cmd.Process.Signal(syscall.SIGTERM)
+	if code := again.wait(t); code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	bad := startProc(t, nil, nil, "server", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--audit-retention", "0s")
+	if code := bad.wait(t); code != 2 || !strings.Contains(bad.stderr.String(), "--audit-retention") {
+		t.Fatalf("--audit-retention 0s: exit %d, %s; want 2 naming the flag", code, bad.stderr)
 	}
 }
