@@ -35,6 +35,8 @@ type auditor struct {
 	dropped map[string]int // reason → rows dropped since the last drop row
 	flushes []chan struct{}
 	closed  bool
+	// lateLogged: a row after close was logged once.
+	lateLogged bool
 
 	wake chan struct{} // one pending signal: there is something to write
 	stop chan struct{}
@@ -89,7 +91,10 @@ func (a *auditor) add(e store.AuditEvent) {
 	switch {
 	case a.closed:
 		a.droppedTotal.Add(1)
-		a.cfg.log.Warn("audit row after the auditor stopped; not written", "event", e.Event, "reason", e.Reason)
+		if !a.lateLogged {
+			a.lateLogged = true
+			a.cfg.log.Warn("audit rows after the auditor stopped are not written; counted in sema_lane_audit_rows_dropped_total", "event", e.Event)
+		}
 		return
 	case refusal && a.windows.add(e, a.cfg.clock.Now()):
 	case len(a.queue) >= a.cfg.maxQueued:

@@ -146,4 +146,15 @@ func TestShutdownReleasesTheLeasesOfAFullFleet(t *testing.T) {
 	if one != 0 || bulk != 1 || held != 0 {
 		t.Fatalf("%d leases still held after Shutdown (%d single releases, %d bulk); want 0 held, 0 single, 1 bulk", held, one, bulk)
 	}
+	// H.8 on the way: the burst of connects and the burst of disconnects
+	// lost no audit row (Shutdown wrote what was queued).
+	for _, event := range []string{"device.connected", "device.disconnected"} {
+		rows, err := l.store.AuditEvents(context.Background(), store.AuditFilter{Event: event, Limit: 2 * n})
+		if err != nil || len(rows) != n {
+			t.Errorf("%d %s rows (%v), want %d", len(rows), event, err, n)
+		}
+	}
+	if dropped := l.srv.Metrics().AuditRowsDropped; dropped != 0 {
+		t.Errorf("%d audit rows dropped", dropped)
+	}
 }
