@@ -1,7 +1,7 @@
 # The one test command (README "Testing"); .ci/run runs exactly `make test`.
 GO ?= go
 
-.PHONY: test fmt-check vet race fuzz bench
+.PHONY: test fmt-check vet race fuzz bench shutdown-fleet
 
 test: fmt-check vet race
 
@@ -28,3 +28,8 @@ fuzz:
 
 bench:
 	./scripts/with-postgres $(GO) test -run '^$$' -bench . -benchmem ./protocol ./lane/... ./nexting/...
+
+# 10,000 devices connected from a child process, then Shutdown: every lease
+# released in one statement (lane/shutdown_leases_test.go).
+shutdown-fleet:
+	LANE_SHUTDOWN_FLEET=10000 $(GO) test -count=1 -run '^TestShutdownReleasesTheLeasesOfAFullFleet$$' -v ./lane

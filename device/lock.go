@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/sema-agent/sema/internal/pidlock"
 )
 
 // LockedError means another process holds this device's single-instance
@@ -30,7 +32,7 @@ func (e *LockedError) Error() string {
 // Lock is a held single-instance lock. Release it when the executor exits;
 // the kernel releases it anyway when the process dies.
 type Lock struct {
-	files []*os.File
+	held []*pidlock.Lock
 }
 
 // MachineLockDir is the machine-wide, per-user directory of device locks:
@@ -71,26 +73,15 @@ func AcquireLock(stateDir, machineDir, deviceID string) (l *Lock, warn error, er
 }
 
 func (l *Lock) take(path, deviceID string) error {
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	held, err := pidlock.Acquire(path)
+	var he *pidlock.HeldError
+	if errors.As(err, &he) {
+		return &LockedError{DeviceID: deviceID, Path: path, PID: he.PID}
+	}
 	if err != nil {
-		return fmt.Errorf("lock %s: %w", path, err)
+		return err
 	}
-	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
-		defer f.Close()
-		if errors.Is(err, syscall.EWOULDBLOCK) {
-			b := make([]byte, 32)
-			n, _ := f.ReadAt(b, 0)
-			pid, _ := strconv.Atoi(strings.TrimSpace(string(b[:n])))
-			return &LockedError{DeviceID: deviceID, Path: path, PID: pid}
-		}
-		return fmt.Errorf("lock %s: %w", path, err)
-	}
-	// Record the holder for the next one's message; the lock, not the
-	// content, is what excludes.
-	if err := f.Truncate(0); err == nil {
-		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
-	}
-	l.files = append(l.files, f)
+	l.held = append(l.held, held)
 	return nil
 }
 
@@ -112,11 +103,10 @@ func (l *Lock) Release() {
 	if l == nil {
 		return
 	}
-	for _, f := range l.files {
-		f.Truncate(0)
-		f.Close() // closing the descriptor releases the flock
+	for _, h := range l.held {
+		h.Release()
 	}
-	l.files = nil
+	l.held = nil
 }
 
 // privateDir makes sure dir exists, is a real directory (not a symlink)

@@ -4,12 +4,10 @@ import (
 	"bufio"
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"encoding/hex"
 	"fmt"
 	"os"
-	"os/exec"
 	"runtime"
 	"strconv"
 	"strings"
@@ -23,7 +21,6 @@ import (
 
 	"github.com/sema-agent/sema/internal/clock"
 	"github.com/sema-agent/sema/internal/ids"
-	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -150,74 +147,13 @@ func BenchmarkIdleDeviceMemory(b *testing.B) {
 func benchmarkIdle(b *testing.B, n int) {
 	raiseNoFile(b, uint64(n)+4096)
 	l := newWSLane(b, func(c *Config) { c.MaxPreAuthPerAddr = 64 })
-	ctx := context.Background()
-	idn, err := l.store.CreateIdentity(ctx, "fleet")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var keys strings.Builder
-	for i := range n {
-		pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-		token := fmt.Sprintf("set_fleet_%d_%s", i, ids.ULID())
-		if _, err := l.store.CreateEnrollToken(ctx, idn.ID, store.DigestOf(token), time.Hour); err != nil {
-			b.Fatal(err)
-		}
-		d, _, err := l.store.RegisterDevice(ctx, store.Registration{TokenDigest: store.DigestOf(token), IdentityID: idn.ID,
-			PublicKey: pub, PlatformOS: "linux", WorkspaceRoot: "/w"})
-		if err != nil {
-			b.Fatal(err)
-		}
-		fmt.Fprintf(&keys, "%s %s\n", d.ID, hex.EncodeToString(priv.Seed()))
-	}
-	keyFile := b.TempDir() + "/keys"
-	if err := os.WriteFile(keyFile, []byte(keys.String()), 0o600); err != nil {
-		b.Fatal(err)
-	}
-
+	keyFile := writeFleetKeys(b, registerFleet(b, l.store, n))
 	before, goroutinesBefore := heapAndStack()
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHelperIdleFleet$", "-test.count=1")
-	cmd.Env = append(os.Environ(), "LANE_FLEET_URL="+l.wsURL(), "LANE_FLEET_KEYS="+keyFile)
-	stdin, _ := cmd.StdinPipe()
-	stdout, _ := cmd.StdoutPipe()
-	cmd.Stderr = os.Stderr
 	start := time.Now()
-	if err := cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	defer func() {
-		stdin.Close() // the fleet disconnects and exits
-		cmd.Wait()
-	}()
-	sc := bufio.NewScanner(stdout)
-	ready := false
-	for sc.Scan() {
-		if strings.HasPrefix(sc.Text(), "ready ") {
-			ready = true
-			break
-		}
-	}
-	if !ready {
-		b.Fatal("the fleet did not come up")
-	}
+	stop := startFleetProcess(b, l, keyFile)
+	defer stop()
 	connectTime := time.Since(start)
-	active := func() int {
-		l.srv.mu.Lock()
-		devices := make([]*deviceState, 0, len(l.srv.devices))
-		for _, d := range l.srv.devices {
-			devices = append(devices, d)
-		}
-		l.srv.mu.Unlock()
-		k := 0
-		for _, d := range devices {
-			d.mu.Lock()
-			if d.conn != nil && d.conn.state == connActive {
-				k++
-			}
-			d.mu.Unlock()
-		}
-		return k
-	}
-	eventually(b, "every device is active", func() bool { return active() == n })
+	eventually(b, "every device is active", func() bool { return l.activeCount() == n })
 	after, goroutinesAfter := heapAndStack()
 	b.ReportMetric(float64(after-before)/float64(n), "B/device")
 	b.ReportMetric(float64(goroutinesAfter-goroutinesBefore)/float64(n), "goroutines/device")

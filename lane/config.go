@@ -52,10 +52,19 @@ type Config struct {
 	// WriteTimeout bounds one frame write; a socket that cannot take a frame
 	// in that time is closed. Default 30 s.
 	WriteTimeout time.Duration
+	// AuditRetention is how long audit rows are kept, by the database
+	// clock; older ones are pruned at start and every hour. Default 720 h.
+	AuditRetention time.Duration
+	// AuditKeep names events whose rows are never pruned (sema server keeps
+	// the record of its first start).
+	AuditKeep []string
 	// Logger receives structured logs; default slog.Default(). Tokens, keys
 	// and content are never logged.
 	Logger *slog.Logger
 }
+
+// DefaultAuditRetention is Config.AuditRetention's default: 30 days.
+const DefaultAuditRetention = 720 * time.Hour
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Store == nil {
@@ -94,6 +103,7 @@ func (c Config) withDefaults() (Config, error) {
 		{&c.ExecutionGrace, protocol.DefaultExecutionGrace},
 		{&c.HandshakeDeadline, protocol.HandshakeDeadline},
 		{&c.WriteTimeout, 30 * time.Second},
+		{&c.AuditRetention, DefaultAuditRetention},
 	}
 	for _, d := range durations {
 		if *d.v == 0 {

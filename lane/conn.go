@@ -124,14 +124,14 @@ func (c *conn) silence() time.Duration {
 func (c *conn) stale() bool { return c.silence() >= c.livenessLimit() }
 
 func (c *conn) auditFrame(reason string) {
-	c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.frame_rejected", Reason: reason})
+	c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.frame_rejected", Reason: reason, RemoteAddr: c.remote})
 }
 
 // auditPreAuthFrame audits a frame refused before the handshake completed.
 // No device is verified yet (and the handshake goroutine may be writing
 // c.deviceID), so the row names none.
 func (c *conn) auditPreAuthFrame(reason string) {
-	c.srv.audit(c.ctx, store.AuditEvent{Event: "device.frame_rejected", Reason: reason})
+	c.srv.audit(c.ctx, store.AuditEvent{Event: "device.frame_rejected", Reason: reason, RemoteAddr: c.remote})
 }
 
 // serve runs one socket from open to close: challenge, handshake, frames.
@@ -143,7 +143,7 @@ func (c *conn) serve() {
 	c.touch()
 	deadline := c.srv.cfg.Clock.AfterFunc(c.srv.cfg.HandshakeDeadline, func() {
 		if !c.handshakeDone.Load() {
-			c.srv.audit(c.ctx, store.AuditEvent{Event: "device.handshake_timeout"})
+			c.srv.audit(c.ctx, store.AuditEvent{Event: "device.handshake_timeout", RemoteAddr: c.remote})
 			c.close(websocket.StatusPolicyViolation, "handshake deadline")
 		}
 	})
@@ -310,7 +310,7 @@ func (c *conn) reject(code protocol.HelloRejectCode, deviceID string) {
 		v := protocol.MinProtocolVersion
 		r.MinProtocolVersion = &v
 	}
-	c.srv.audit(c.ctx, store.AuditEvent{DeviceID: deviceID, Event: "device.hello_rejected", Reason: string(code)})
+	c.srv.audit(c.ctx, store.AuditEvent{DeviceID: deviceID, Event: "device.hello_rejected", Reason: string(code), RemoteAddr: c.remote})
 	c.write(r)
 	c.handshakeDone.Store(true)
 	c.close(websocket.StatusNormalClosure, "hello rejected")
@@ -365,7 +365,7 @@ func (s *Server) handshake(c *conn, h *protocol.Hello) {
 		c.reject(code, dev.ID)
 		return
 	}
-	s.audit(c.ctx, store.AuditEvent{DeviceID: dev.ID, Event: "device.connected"})
+	s.audit(c.ctx, store.AuditEvent{DeviceID: dev.ID, Event: "device.connected", RemoteAddr: c.remote})
 	// Nothing else can be written on this socket before helloAck: dispatch
 	// and cancels wait for generationAck, which answers it.
 	c.write(ack)
@@ -390,7 +390,7 @@ func (s *Server) attach(c *conn, d *deviceState, epoch string) (*protocol.HelloA
 		}
 		takeover = old.holder
 	}
-	lease, err := s.store.AcquireLease(c.ctx, store.LeaseRequest{DeviceID: d.id, Holder: c.holder, Epoch: epoch, TTL: s.cfg.LeaseTTL, Takeover: takeover})
+	lease, err := s.store.AcquireLease(c.ctx, store.LeaseRequest{DeviceID: d.id, Holder: c.holder, Epoch: epoch, Replica: s.replica, TTL: s.cfg.LeaseTTL, Takeover: takeover})
 	switch {
 	case errors.Is(err, store.ErrRevoked):
 		return nil, protocol.RejectRevoked
@@ -450,7 +450,7 @@ func (c *conn) scheduleLiveness() {
 			return
 		}
 		if c.stale() {
-			c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.liveness_lost"})
+			c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.liveness_lost", RemoteAddr: c.remote})
 			c.close(websocket.StatusGoingAway, "no frame for three heartbeat intervals")
 			return
 		}
@@ -505,16 +505,8 @@ func (c *conn) cleanup() {
 		s.startGrace(d)
 	}
 	d.mu.Unlock()
-	// The stored lease is this connection's until another holder takes it,
-	// also when a bye (draining, revoked) already made it no longer
-	// current: release it. The release names the holder, so a successor's
-	// lease is never touched.
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := s.store.ReleaseLease(ctx, d.id, c.holder); err != nil {
-		s.log.Warn("lane: releasing a lease failed; it will expire", "device", d.id, "err", err)
-	}
-	s.audit(context.Background(), store.AuditEvent{DeviceID: d.id, Event: "device.disconnected"})
+	s.releaseLease(d.id, c.holder)
+	s.audit(context.Background(), store.AuditEvent{DeviceID: d.id, Event: "device.disconnected", RemoteAddr: c.remote})
 }
 
 func newConn(s *Server, ws *websocket.Conn, remote string) *conn {

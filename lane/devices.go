@@ -83,7 +83,7 @@ func (s *Server) revokeDevice(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "revoke device", err)
 		return
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: d.ID, Event: eventRevoked})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: d.ID, Event: eventRevoked, RemoteAddr: remoteAddr(r)})
 	s.kick(d.ID, protocol.ByeRevoked) // R13: bye revoked, work in flight written off
 	writeJSON(w, http.StatusOK, deviceView(d))
 }

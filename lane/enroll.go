@@ -43,7 +43,7 @@ func (s *Server) rateLimited(w http.ResponseWriter, r *http.Request, b bucket) b
 	if ok {
 		return false
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: eventRateLimited, Reason: string(b)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: eventRateLimited, Reason: string(b), RemoteAddr: remoteAddr(r)})
 	w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(wait), 10))
 	writeError(w, errorf(http.StatusTooManyRequests, codeRateExceeded, "over the enrollment budget of %d requests per %d s; wait out retry-after", enrollRateLimit, int(enrollRateWindow.Seconds())))
 	return true
@@ -76,7 +76,7 @@ func (s *Server) issueEnrollToken(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "issue enroll token", err)
 		return
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: eventTokenIssued})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: eventTokenIssued, RemoteAddr: remoteAddr(r)})
 	writeJSON(w, http.StatusOK, enrollTokenBody{Token: token, ExpiresAt: wireTime(tok.ExpiresAt), TTLSec: int64(tok.TTL / time.Second)})
 }
 
@@ -144,7 +144,7 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 	var refused *store.EnrollRefusedError
 	switch {
 	case errors.As(err, &refused):
-		s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: eventEnrollRefused, Reason: string(refused.Reason)})
+		s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: eventEnrollRefused, Reason: string(refused.Reason), RemoteAddr: remoteAddr(r)})
 		writeBody(w, http.StatusForbidden, enrollmentInvalidBody)
 		return
 	case err != nil:
@@ -155,6 +155,6 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 	if !created {
 		event = eventEnrollReplayed // §1.1: the same 200 and deviceId as the first time
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: dev.ID, Event: event})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: dev.ID, Event: event, RemoteAddr: remoteAddr(r)})
 	writeJSON(w, http.StatusOK, map[string]string{"deviceId": dev.ID})
 }

@@ -119,7 +119,9 @@ func (l *wsLane) auditReasons(event, deviceID string) []string {
 	l.t.Helper()
 	var out []string
 	for _, e := range l.auditRows(store.AuditFilter{Event: event, DeviceID: deviceID}) {
-		out = append(out, e.Reason)
+		for range e.Count { // identical refusals may be one row
+			out = append(out, e.Reason)
+		}
 	}
 	return out
 }

@@ -89,7 +89,7 @@ func (s *Server) renewLease(c *conn) {
 	defer cancel()
 	_, err := s.store.RenewLease(ctx, c.deviceID, c.holder, s.cfg.LeaseTTL)
 	if errors.Is(err, store.ErrLeaseLost) {
-		c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.lease_lost"})
+		c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.lease_lost", RemoteAddr: c.remote})
 		c.close(websocket.StatusGoingAway, "the connection lease was lost")
 	} else if err != nil {
 		s.log.Warn("lane: renewing a lease failed", "device", c.deviceID, "err", err)
@@ -112,7 +112,7 @@ func (s *Server) goodbye(d *deviceState, c *conn, g *protocol.Goodbye) {
 	if g.GraceMs != nil {
 		grace = time.Duration(*g.GraceMs) * time.Millisecond
 	}
-	s.audit(c.ctx, store.AuditEvent{DeviceID: d.id, Event: "device.goodbye", Reason: string(g.Reason)})
+	s.audit(c.ctx, store.AuditEvent{DeviceID: d.id, Event: "device.goodbye", Reason: string(g.Reason), RemoteAddr: c.remote})
 	c.goodbyeTimer = s.cfg.Clock.AfterFunc(grace, func() { c.close(websocket.StatusNormalClosure, "goodbye grace over") })
 }
 
@@ -172,7 +172,7 @@ func (s *Server) handleResult(c *conn, r *protocol.Result) {
 	outcome := r.Outcome
 	if err := protocol.CheckOutcome(call.Kind, outcome); err != nil {
 		// The frame was well formed and admitted; its outcome is refused.
-		c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.outcome_refused", Reason: string(call.Kind)})
+		c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.outcome_refused", Reason: string(call.Kind), RemoteAddr: c.remote})
 		outcome = laneFailure(protocol.ErrOutcomeUnknown, "the device answered with a malformed outcome (%v); the instruction may have run", err)
 	} else if err := call.stream.checkTerminal(outcome); err != nil {
 		outcome = laneFailure(protocol.ErrOutcomeUnknown, "the output stream cannot be reported faithfully: %v", err)

@@ -35,6 +35,7 @@ func (c *fakeClock) Advance(d time.Duration) {
 // testLane is a real lane over real HTTP on a real SQLite file.
 type testLane struct {
 	t     testing.TB
+	dir   string // the data dir of the SQLite registry
 	url   string
 	store store.Store
 	clock *fakeClock
@@ -43,7 +44,8 @@ type testLane struct {
 
 func newTestLane(t testing.TB, mutate ...func(*Config)) *testLane {
 	t.Helper()
-	st, err := sqlite.Open(t.Context(), t.TempDir())
+	dir := t.TempDir()
+	st, err := sqlite.Open(t.Context(), dir)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +62,7 @@ func newTestLane(t testing.TB, mutate ...func(*Config)) *testLane {
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return &testLane{t: t, url: hs.URL, store: st, clock: clock, srv: srv}
+	return &testLane{t: t, dir: dir, url: hs.URL, store: st, clock: clock, srv: srv}
 }
 
 // auditRows returns the audit rows written so far (the auditor is

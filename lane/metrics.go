@@ -88,6 +88,10 @@ type Metrics struct {
 	PreAuthSockets   int  // sockets that have not finished the handshake
 	Draining         bool // Shutdown has begun
 
+	// AuditRowsDropped counts audit rows lost (queue full, a failed
+	// write); each loss is also told by an audit.rows_dropped row.
+	AuditRowsDropped uint64
+
 	Dispatches []Count // {state, outcome}: settled instructions
 	Refusals   []Count // {what, reason}: hellos, frames, upgrades, enrollments refused
 	Events     []Count // {event, reason}: every other audit row
@@ -103,6 +107,7 @@ func (s *Server) Metrics() Metrics {
 	}
 	m.PreAuthSockets, m.Draining = s.preAuth, s.draining
 	s.mu.Unlock()
+	m.AuditRowsDropped = s.audits.droppedTotal.Load()
 	for _, d := range devices {
 		d.mu.Lock()
 		if c := d.conn; c != nil && (c.state == connActive || c.state == connAwaitingAck || c.state == connLeaving) {
@@ -162,6 +167,8 @@ func (s *Server) WriteMetrics(w io.Writer) error {
 	counter("sema_lane_refusals_total", "Refusals by what was refused (hello, frame, upgrade, handshake, outcome, enroll, enroll_rate) and reason code.",
 		"what", "reason", m.Refusals)
 	counter("sema_lane_events_total", "Other audit events by event and reason.", "event", "reason", m.Events)
+	fmt.Fprintf(b, "# HELP %[1]s Audit rows lost (queue full, a failed write); each loss is also an audit.rows_dropped row.\n# TYPE %[1]s counter\n%[1]s %[2]d\n",
+		"sema_lane_audit_rows_dropped_total", m.AuditRowsDropped)
 	return b.Flush()
 }
 

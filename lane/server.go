@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/sema-agent/sema/internal/ids"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -24,12 +25,16 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	audits  *auditor
+	// replica names this Server in the leases it takes, so that Shutdown
+	// releases them all in one statement (leases.go).
+	replica string
 
 	mu        sync.Mutex
 	devices   map[string]*deviceState
 	preAuth   int
 	preAuthBy map[string]int
 	draining  bool
+	releasing bool           // Shutdown's release of every lease has begun (leases.go)
 	handlers  sync.WaitGroup // one per WebSocket
 	callsMu   sync.Mutex     // guards calls, memo and neverStarted; taken after a device's lock, never before
 	calls     map[string]*Call
@@ -54,13 +59,14 @@ func New(cfg Config) (*Server, error) {
 		limiter:      newFixedWindow(cfg.Now, enrollRateLimit, enrollRateWindow),
 		log:          cfg.Logger,
 		mux:          http.NewServeMux(),
+		replica:      ids.New(ids.Replica),
 		devices:      map[string]*deviceState{},
 		preAuthBy:    map[string]int{},
 		calls:        map[string]*Call{},
 		memo:         newSettledMemo(cfg.SettledMemo),
 		neverStarted: newSettledMemo(cfg.SettledMemo),
 	}
-	s.audits = startAuditor(cfg.Store, cfg.Logger)
+	s.audits = startAuditor(auditorConfig{store: cfg.Store, log: cfg.Logger, clock: cfg.Clock, retention: cfg.AuditRetention, keep: cfg.AuditKeep})
 	s.mux.HandleFunc("GET /v1/capabilities", s.capabilities)
 	s.mux.HandleFunc("POST /v1/devices/enroll-tokens", s.laneOnly(s.authenticated(s.issueEnrollToken)))
 	s.mux.HandleFunc("POST /v1/devices/enroll", s.laneOnly(s.authenticated(s.enroll)))

@@ -16,7 +16,7 @@ import (
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	remote := remoteAddr(r)
 	if reason := s.enterPreAuth(remote); reason != "" {
-		s.audit(r.Context(), store.AuditEvent{Event: "device.upgrade_refused", Reason: reason})
+		s.audit(r.Context(), store.AuditEvent{Event: "device.upgrade_refused", Reason: reason, RemoteAddr: remote})
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the lane is draining or at its pre-auth connection cap", http.StatusServiceUnavailable)
 		return
@@ -112,8 +112,9 @@ func (s *Server) kick(deviceID string, reason protocol.ByeReason) {
 // Shutdown drains the replica: new sockets get 503 and new hellos
 // helloReject draining; every connection gets bye draining; work in flight
 // settles outcome_unknown (R2: "a shutting-down replica settles its
-// in-flight work as outcome-unknown"); leases are released. It returns when
-// every connection has ended, or with ctx's error.
+// in-flight work as outcome-unknown"); then every lease this replica holds
+// is released in one statement, also when ctx ran out first. It returns
+// when every connection has ended, or with ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.mu.Lock()
 	s.draining = true
@@ -136,6 +137,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	s.releaseLeases()
 	s.shutdownMu.Do(s.audits.close)
 	return err
 }

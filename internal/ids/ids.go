@@ -16,6 +16,7 @@ const (
 	Device      = "dev_"
 	Instruction = "ins_"
 	Identity    = "idn_"
+	Replica     = "rep_" // one lane server process
 )
 
 // New returns prefix followed by a fresh ULID.

@@ -58,11 +58,19 @@ type Store interface {
 	RenewLease(ctx context.Context, deviceID, holder string, ttl time.Duration) (Lease, error)
 	// ReleaseLease drops a holder's lease; a no-op if it holds none.
 	ReleaseLease(ctx context.Context, deviceID, holder string) error
+	// ReleaseReplicaLeases drops every lease taken with LeaseRequest.Replica
+	// replica, in one statement, and returns how many it dropped. A lease a
+	// holder of another replica has taken since is never touched.
+	ReleaseReplicaLeases(ctx context.Context, replica string) (int64, error)
 
-	// Audit appends an audit row; At is set by the database.
-	Audit(ctx context.Context, e AuditEvent) error
+	// Audit appends audit rows, all in one transaction; At is set by the
+	// database.
+	Audit(ctx context.Context, events ...AuditEvent) error
 	// AuditEvents returns audit rows, oldest first, matching the filter.
 	AuditEvents(ctx context.Context, f AuditFilter) ([]AuditEvent, error)
+	// PruneAudit deletes the rows older than retention by the database
+	// clock, except those of the events in keep, and returns how many.
+	PruneAudit(ctx context.Context, retention time.Duration, keep []string) (int64, error)
 
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
@@ -123,7 +131,10 @@ type LeaseRequest struct {
 	DeviceID string
 	Holder   string // the connection taking the lease
 	Epoch    string // the executor process epoch of that connection
-	TTL      time.Duration
+	// Replica names the lane server process taking the lease, for
+	// ReleaseReplicaLeases; "" names none.
+	Replica string
+	TTL     time.Duration
 	// Takeover, when not "", is a holder the caller judged stale: its lease
 	// may be taken even while unexpired.
 	Takeover string
@@ -151,6 +162,11 @@ type AuditEvent struct {
 	DeviceID   string // "" when none
 	Event      string // e.g. "device.enroll_refused"
 	Reason     string // a reason code, e.g. "token_reuse"; "" when none
+	RemoteAddr string // the address the request or socket came from; "" when none
+	// Count is how many identical events the row stands for (identical
+	// refusals from one address within a window are one row); 0 is written
+	// as 1.
+	Count int
 }
 
 // AuditFilter selects audit rows; zero fields match everything.
@@ -158,6 +174,7 @@ type AuditFilter struct {
 	IdentityID string
 	DeviceID   string
 	Event      string
+	RemoteAddr string
 	Limit      int // 0 means 1000
 }
 

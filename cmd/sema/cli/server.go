@@ -90,6 +90,7 @@ func newServerCmd() *cobra.Command {
 	fl.IntVar(&cfg.MaxPreAuth, "max-preauth", 1024, "sockets still in the handshake, in total (§1.2)")
 	fl.IntVar(&cfg.MaxPreAuthPerAddr, "max-preauth-per-addr", 16, "sockets still in the handshake, per remote address (§1.2)")
 	fl.DurationVar(&cfg.WriteTimeout, "write-timeout", 30*time.Second, "a socket that cannot take a frame in this time is closed")
+	fl.DurationVar(&cfg.AuditRetention, "audit-retention", lane.DefaultAuditRetention, "audit rows older than this are pruned, hourly (the first start's record is kept)")
 	return c
 }
 
@@ -114,6 +115,9 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usageError{errors.New("--tls-cert and --tls-key go together")}
 	}
+	if f.cfg.AuditRetention <= 0 {
+		return usageError{fmt.Errorf("--audit-retention %v: want a positive duration", f.cfg.AuditRetention)}
+	}
 	if f.postgres == "" {
 		f.postgres = os.Getenv(EnvPostgres)
 	}
@@ -128,6 +132,11 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return fmt.Errorf("data dir: %w", err)
 	}
+	lock, err := lockDataDir(dir)
+	if err != nil {
+		return err
+	}
+	defer lock.Release()
 	ln, err := net.Listen("tcp", f.listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -157,6 +166,7 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 	}
 	cfg := f.cfg
 	cfg.Store, cfg.Logger = st, log
+	cfg.AuditKeep = []string{eventAdminCreated} // ensureAdmin reads it on every start
 	srv, err := lane.New(cfg)
 	if err != nil {
 		return usageError{err}

@@ -8,6 +8,7 @@ import (
 	"embed"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/stdlib"
@@ -31,6 +32,19 @@ var Dialect = sqlstore.Dialect{
 	MigrationLock: fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", migrationLockKey),
 }
 
+// The pool: at most MaxConns connections per replica, so N replicas need
+// N × MaxConns of the server's max_connections (100 by default: six
+// replicas). Every statement here is one short round trip or a short
+// transaction, so 16 keep a replica's writers and readers moving; a caller
+// that finds all 16 busy waits, bounded by its context. Connections idle
+// for IdleTime are given back, and none lives longer than Lifetime, so a
+// replica that went quiet or a server that failed over is not held on to.
+const (
+	MaxConns = 16
+	IdleTime = 5 * time.Minute
+	Lifetime = 30 * time.Minute
+)
+
 // Open connects to the database at url (a postgres:// URL or key=value DSN)
 // and migrates it.
 func Open(ctx context.Context, url string) (*sqlstore.Store, error) {
@@ -39,13 +53,15 @@ func Open(ctx context.Context, url string) (*sqlstore.Store, error) {
 		return nil, fmt.Errorf("postgres: %w", err)
 	}
 	db := stdlib.OpenDB(*cfg)
-	db.SetMaxOpenConns(16)
-	db.SetMaxIdleConns(16)
+	db.SetMaxOpenConns(MaxConns)
+	db.SetMaxIdleConns(MaxConns)
+	db.SetConnMaxIdleTime(IdleTime)
+	db.SetConnMaxLifetime(Lifetime)
 	if err := db.PingContext(ctx); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("postgres: connect to %s:%d: %w", cfg.Host, cfg.Port, err)
 	}
-	s, err := sqlstore.New(ctx, db, Dialect, migrations)
+	s, err := sqlstore.New(ctx, db, nil, Dialect, migrations)
 	if err != nil {
 		db.Close()
 		return nil, err

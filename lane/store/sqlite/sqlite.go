@@ -1,6 +1,14 @@
 // Package sqlite is the lane's embedded registry: one SQLite file in a data
 // directory (modernc.org/sqlite, pure Go), in WAL mode, created and migrated
 // on first start.
+//
+// Its connections are two bounded pools, kept open for the life of the
+// store, so the files it holds open are a small fixed number however many
+// callers there are: one writer (WAL admits one writer at a time; every
+// transaction begins IMMEDIATE on it, so writers queue in database/sql,
+// bounded by each caller's context, instead of polling a busy lock) and
+// Readers readers, which WAL lets read while the writer writes. A caller
+// that finds its pool busy waits for a connection; it never opens another.
 package sqlite
 
 import (
@@ -23,6 +31,15 @@ var migrations embed.FS
 // FileName is the database file inside the data directory.
 const FileName = "sema.db"
 
+// Readers is the size of the read pool. Each connection holds two files
+// open (the database and its WAL; the shared-memory index is one per
+// process), so the store holds at most 2 × (1 + Readers) + 1.
+const Readers = 4
+
+// MaxOpenFiles is the most files the store holds open on FileName and its
+// -wal and -shm companions.
+const MaxOpenFiles = 2*(1+Readers) + 1
+
 // Dialect is SQLite's: Unix milliseconds from julianday, and transactions
 // that take the write lock at BEGIN (BEGIN IMMEDIATE), so no row lock clause.
 var Dialect = sqlstore.Dialect{
@@ -36,23 +53,21 @@ func Open(ctx context.Context, dir string) (*sqlstore.Store, error) {
 		return nil, fmt.Errorf("sqlite: data dir: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
-	q := url.Values{}
-	q.Add("_pragma", "journal_mode(WAL)")
-	q.Add("_pragma", "busy_timeout(10000)")
-	q.Add("_pragma", "foreign_keys(1)")
-	q.Add("_pragma", "synchronous(NORMAL)")
-	q.Set("_txlock", "immediate")
-	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	// The writer opens the file first: it creates it and turns WAL on,
+	// which the readers then find (the journal mode is kept in the file).
+	writer, err := openPool(ctx, path, 1, "journal_mode(WAL)", "synchronous(NORMAL)")
 	if err != nil {
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+		return nil, err
 	}
-	if err := db.PingContext(ctx); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
-	}
-	s, err := sqlstore.New(ctx, db, Dialect, migrations)
+	readers, err := openPool(ctx, path, Readers, "query_only(1)")
 	if err != nil {
-		db.Close()
+		writer.Close()
+		return nil, err
+	}
+	s, err := sqlstore.New(ctx, writer, readers, Dialect, migrations)
+	if err != nil {
+		readers.Close()
+		writer.Close()
 		return nil, err
 	}
 	if err := os.Chmod(path, 0o600); err != nil {
@@ -60,4 +75,30 @@ func Open(ctx context.Context, dir string) (*sqlstore.Store, error) {
 		return nil, fmt.Errorf("sqlite: %w", err)
 	}
 	return s, nil
+}
+
+// openPool opens a pool of size connections that stay open: a connection
+// closed and reopened under load is how open files piled up before (SQLite
+// defers closing a file while another connection holds a lock on it).
+func openPool(ctx context.Context, path string, size int, pragmas ...string) (*sql.DB, error) {
+	q := url.Values{}
+	// busy_timeout covers what the pools cannot: a checkpoint or WAL
+	// recovery holding a lock for a moment.
+	for _, p := range append([]string{"busy_timeout(10000)", "foreign_keys(1)"}, pragmas...) {
+		q.Add("_pragma", p)
+	}
+	q.Set("_txlock", "immediate")
+	db, err := sql.Open("sqlite", "file:"+path+"?"+q.Encode())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	db.SetMaxOpenConns(size)
+	db.SetMaxIdleConns(size)
+	db.SetConnMaxLifetime(0)
+	db.SetConnMaxIdleTime(0)
+	if err := db.PingContext(ctx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
+	}
+	return db, nil
 }

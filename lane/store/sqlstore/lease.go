@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/sema-agent/sema/lane/store"
@@ -33,8 +34,8 @@ func (s *Store) AcquireLease(ctx context.Context, req store.LeaseRequest) (store
 		}
 		lease.Previous, lease.PreviousEpoch = holder.String, epoch.String
 		var newExpires int64
-		err = tx.QueryRowContext(ctx, s.sql(`UPDATE devices SET generation = generation + 1, lease_holder = ?, lease_epoch = ?, lease_expires_ms = NOW + ? WHERE id = ? RETURNING generation, lease_expires_ms`),
-			req.Holder, req.Epoch, req.TTL.Milliseconds(), req.DeviceID).Scan(&gen, &newExpires)
+		err = tx.QueryRowContext(ctx, s.sql(`UPDATE devices SET generation = generation + 1, lease_holder = ?, lease_epoch = ?, lease_replica = ?, lease_expires_ms = NOW + ? WHERE id = ? RETURNING generation, lease_expires_ms`),
+			req.Holder, req.Epoch, nullString(req.Replica), req.TTL.Milliseconds(), req.DeviceID).Scan(&gen, &newExpires)
 		if err != nil {
 			return s.wrap("take lease", err)
 		}
@@ -60,8 +61,26 @@ func (s *Store) RenewLease(ctx context.Context, deviceID, holder string, ttl tim
 	return lease, nil
 }
 
+// noLease is the SET clause that drops a lease.
+const noLease = `lease_holder = NULL, lease_epoch = NULL, lease_replica = NULL, lease_expires_ms = NULL`
+
 // ReleaseLease drops a holder's lease.
 func (s *Store) ReleaseLease(ctx context.Context, deviceID, holder string) error {
-	_, err := s.db.ExecContext(ctx, s.sql(`UPDATE devices SET lease_holder = NULL, lease_epoch = NULL, lease_expires_ms = NULL WHERE id = ? AND lease_holder = ?`), deviceID, holder)
+	_, err := s.db.ExecContext(ctx, s.sql(`UPDATE devices SET `+noLease+` WHERE id = ? AND lease_holder = ?`), deviceID, holder)
 	return s.wrap("release lease", err)
+}
+
+// ReleaseReplicaLeases drops every lease a replica holds, in one statement.
+// A successor's lease names its own replica (AcquireLease rewrites the
+// column with the holder), so it is never matched.
+func (s *Store) ReleaseReplicaLeases(ctx context.Context, replica string) (int64, error) {
+	if replica == "" {
+		return 0, fmt.Errorf("%s: release replica leases: no replica named", s.d.Name)
+	}
+	res, err := s.db.ExecContext(ctx, s.sql(`UPDATE devices SET `+noLease+` WHERE lease_replica = ?`), replica)
+	if err != nil {
+		return 0, s.wrap("release replica leases", err)
+	}
+	n, err := res.RowsAffected()
+	return n, s.wrap("release replica leases", err)
 }

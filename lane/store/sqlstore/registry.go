@@ -32,7 +32,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, identityID string, digest stor
 func (s *Store) IdentityByAPIKey(ctx context.Context, digest store.Digest) (store.Identity, error) {
 	var idn store.Identity
 	var created int64
-	err := s.db.QueryRowContext(ctx, s.sql(`SELECT i.id, i.name, i.created_ms FROM api_keys k JOIN identities i ON i.id = k.identity_id WHERE k.digest = ?`), digest[:]).Scan(&idn.ID, &idn.Name, &created)
+	err := s.reads.QueryRowContext(ctx, s.sql(`SELECT i.id, i.name, i.created_ms FROM api_keys k JOIN identities i ON i.id = k.identity_id WHERE k.digest = ?`), digest[:]).Scan(&idn.ID, &idn.Name, &created)
 	if errors.Is(err, sql.ErrNoRows) {
 		return idn, store.ErrNotFound
 	}
@@ -142,7 +142,7 @@ func (s *Store) Device(ctx context.Context, id string) (store.Device, error) {
 
 // ListDevices returns an owner's devices, oldest first.
 func (s *Store) ListDevices(ctx context.Context, ownerID string) ([]store.Device, error) {
-	rows, err := s.db.QueryContext(ctx, s.sql(`SELECT `+deviceColumns+` FROM devices WHERE owner_id = ? ORDER BY created_ms, id`), ownerID)
+	rows, err := s.reads.QueryContext(ctx, s.sql(`SELECT `+deviceColumns+` FROM devices WHERE owner_id = ? ORDER BY created_ms, id`), ownerID)
 	if err != nil {
 		return nil, s.wrap("list devices", err)
 	}
@@ -160,7 +160,7 @@ func (s *Store) ListDevices(ctx context.Context, ownerID string) ([]store.Device
 
 // RevokeDevice revokes an owner's device, terminally, and drops its lease.
 func (s *Store) RevokeDevice(ctx context.Context, ownerID, deviceID string) (store.Device, error) {
-	d, err := scanDevice(s.db.QueryRowContext(ctx, s.sql(`UPDATE devices SET revoked_ms = COALESCE(revoked_ms, NOW), lease_holder = NULL, lease_epoch = NULL, lease_expires_ms = NULL
+	d, err := scanDevice(s.db.QueryRowContext(ctx, s.sql(`UPDATE devices SET revoked_ms = COALESCE(revoked_ms, NOW), `+noLease+`
 		WHERE id = ? AND owner_id = ? RETURNING `+deviceColumns), deviceID, ownerID))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return d, s.wrap("revoke device", err)

@@ -38,8 +38,9 @@ type Dialect struct {
 
 // Store is the shared SQL implementation of store.Store.
 type Store struct {
-	db *sql.DB
-	d  Dialect
+	db    *sql.DB // writes, and every transaction
+	reads *sql.DB // statements that only read; db itself when the backend has one pool
+	d     Dialect
 	// deviceByID is prepared once: the lane reads a device on every
 	// dispatch, and parsing the statement was most of that read's cost
 	// (SQLite: ~90 of ~150 µs).
@@ -47,20 +48,27 @@ type Store struct {
 }
 
 // New wraps an open database after applying the migrations in fsys (files
-// named NNNN_description.sql, applied in order, each once).
-func New(ctx context.Context, db *sql.DB, d Dialect, fsys embed.FS) (*Store, error) {
-	s := &Store{db: db, d: d}
+// named NNNN_description.sql, applied in order, each once). reads, when not
+// nil, is a second handle on the same database for the statements that
+// only read (SQLite: a pool of readers beside its one writer); Close closes
+// it too.
+func New(ctx context.Context, db, reads *sql.DB, d Dialect, fsys embed.FS) (*Store, error) {
+	if reads == nil {
+		reads = db
+	}
+	s := &Store{db: db, reads: reads, d: d}
 	if err := s.migrate(ctx, fsys); err != nil {
 		return nil, err
 	}
 	var err error
-	if s.deviceByID, err = db.PrepareContext(ctx, s.sql(`SELECT `+deviceColumns+` FROM devices WHERE id = ?`)); err != nil {
+	if s.deviceByID, err = reads.PrepareContext(ctx, s.sql(`SELECT `+deviceColumns+` FROM devices WHERE id = ?`)); err != nil {
 		return nil, s.wrap("prepare the device read", err)
 	}
 	return s, nil
 }
 
-// DB exposes the database handle, for tests and operators' tooling.
+// DB exposes the database handle that writes, for tests and operators'
+// tooling.
 func (s *Store) DB() *sql.DB { return s.db }
 
 // q rewrites ? placeholders into the dialect's form.
@@ -87,12 +95,17 @@ func (s *Store) now(query string) string { return strings.ReplaceAll(query, "NOW
 
 func (s *Store) sql(query string) string { return s.q(s.now(query)) }
 
-// Ping checks that the database answers.
-func (s *Store) Ping(ctx context.Context) error { return s.db.PingContext(ctx) }
+// Ping checks that the database answers, to writes and to reads.
+func (s *Store) Ping(ctx context.Context) error {
+	return errors.Join(s.db.PingContext(ctx), s.reads.PingContext(ctx))
+}
 
 // Close releases the database.
 func (s *Store) Close() error {
 	s.deviceByID.Close()
+	if s.reads != s.db {
+		s.reads.Close()
+	}
 	return s.db.Close()
 }
 
@@ -145,7 +158,7 @@ func (s *Store) migrate(ctx context.Context, fsys embed.FS) error {
 // SchemaVersion returns the highest applied migration.
 func (s *Store) SchemaVersion(ctx context.Context) (int64, error) {
 	var v int64
-	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
+	err := s.reads.QueryRowContext(ctx, `SELECT COALESCE(MAX(version), 0) FROM schema_migrations`).Scan(&v)
 	return v, err
 }
 

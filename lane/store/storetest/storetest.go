@@ -12,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -46,6 +47,11 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"LeaseExpiresByTheDatabaseClock", testLeaseExpiry},
 		{"ConcurrentLeaseAcquisitionOneWinner", testConcurrentLease},
 		{"Audit", testAudit},
+		{"AFullPoolWaitsAsLongAsTheCallersContext", testFullPoolWaits},
+		{"ReleaseReplicaLeasesDrops10000InOneStatement", testReleaseReplicaLeases},
+		{"AuditRowsCarryTheRemoteAddressAndACount", testAuditRemoteAndCount},
+		{"AuditWrites15000RowsInOneCall", testAuditBatch},
+		{"PruneAuditByTheDatabaseClock", testPruneAudit},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open(t)) })
@@ -483,5 +489,257 @@ func testAudit(t *testing.T, s Backend) {
 	byIdentity, _ := s.AuditEvents(ctx(t), store.AuditFilter{IdentityID: alice.ID, Event: "device.revoked"})
 	if len(byDevice) != 2 || len(byIdentity) != 1 {
 		t.Errorf("filters: %d rows by device (want 2), %d by identity and event (want 1)", len(byDevice), len(byIdentity))
+	}
+}
+
+// waitUntil polls cond, bounded: reaching the bound fails the test.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// H.5: the pool that writes is bounded, and a caller that finds it full
+// waits for a connection as long as its own context allows: it never fails
+// for want of one, and never opens another.
+func testFullPoolWaits(t *testing.T, s Backend) {
+	alice := newIdentity(t, s, "alice")
+	d := register(t, s, alice.ID)
+	db := s.DB()
+	size := db.Stats().MaxOpenConnections
+	if size == 0 {
+		t.Fatal("the pool is unbounded")
+	}
+	var held []*sql.Conn
+	for range size {
+		c, err := db.Conn(ctx(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		held = append(held, c)
+	}
+	waits := db.Stats().WaitCount
+	patient := make(chan error, 1)
+	go func() {
+		_, err := s.AcquireLease(context.Background(), store.LeaseRequest{DeviceID: d.ID, Holder: "c1", Epoch: "E", TTL: time.Minute})
+		patient <- err
+	}()
+	impatient, cancel := context.WithCancel(context.Background())
+	gaveUp := make(chan error, 1)
+	go func() {
+		_, err := s.RenewLease(impatient, d.ID, "c1", time.Minute)
+		gaveUp <- err
+	}()
+	waitUntil(t, "both callers wait for a connection", func() bool { return db.Stats().WaitCount >= waits+2 })
+	cancel()
+	if err := <-gaveUp; !errors.Is(err, context.Canceled) {
+		t.Fatalf("a waiting caller whose context ended: err = %v, want context.Canceled", err)
+	}
+	for _, c := range held {
+		c.Close()
+	}
+	if err := <-patient; err != nil {
+		t.Fatalf("a caller that waited for the pool failed: %v", err)
+	}
+	if open := db.Stats().OpenConnections; open > size {
+		t.Fatalf("%d connections open, over the pool's %d", open, size)
+	}
+}
+
+// manyDevices adds n devices, copies of one registered device, in one
+// statement: the registration path is tested above, and n of them one by
+// one would be most of the suite's time.
+func manyDevices(t *testing.T, s Backend, owner string, n int) []string {
+	t.Helper()
+	model := register(t, s, owner)
+	_, err := s.DB().ExecContext(ctx(t), fmt.Sprintf(`WITH RECURSIVE seq(n) AS (SELECT 1 UNION ALL SELECT n + 1 FROM seq WHERE n < %d)
+		INSERT INTO devices (id, owner_id, pubkey, platform_os, platform_arch, display_name, workspace_root, created_ms, generation)
+		SELECT 'dev_MANY' || n, d.owner_id, d.pubkey, d.platform_os, d.platform_arch, d.display_name, d.workspace_root, d.created_ms, 0
+		FROM seq, devices d WHERE d.id = '%s'`, n, model.ID))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := make([]string, n)
+	for i := range ids {
+		ids[i] = fmt.Sprintf("dev_MANY%d", i+1)
+	}
+	return ids
+}
+
+// leaseAll takes every device's lease for replica, holder "<replica>/<i>":
+// the first 100 through AcquireLease, from a few goroutines, and the rest
+// by one statement writing the columns AcquireLease writes (10,000 of them
+// one by one take 20 s under the race detector on SQLite).
+func leaseAll(t *testing.T, s Backend, devices []string, replica string) {
+	t.Helper()
+	const acquired = 100
+	var wg sync.WaitGroup
+	errs := make(chan error, 8)
+	for w := range 8 {
+		wg.Go(func() {
+			for i := w; i < min(len(devices), acquired); i += 8 {
+				_, err := s.AcquireLease(context.Background(), store.LeaseRequest{DeviceID: devices[i],
+					Holder: fmt.Sprintf("%s/%d", replica, i), Epoch: "E", Replica: replica, TTL: time.Hour})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("taking a lease: %v", err)
+	}
+	if len(devices) <= acquired {
+		return
+	}
+	rest := "'" + strings.Join(devices[acquired:], "', '") + "'"
+	_, err := s.DB().ExecContext(ctx(t), fmt.Sprintf(`UPDATE devices SET generation = generation + 1, lease_holder = '%s/' || id,
+		lease_epoch = 'E', lease_replica = '%s', lease_expires_ms = created_ms + 86400000000 WHERE id IN (%s)`, replica, replica, rest))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func leasesHeld(t *testing.T, s Backend) int {
+	t.Helper()
+	var n int
+	if err := s.DB().QueryRowContext(ctx(t), `SELECT count(*) FROM devices WHERE lease_holder IS NOT NULL`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// H.7: a replica shutting down drops every lease it holds in one
+// statement, 10,000 here; the leases of another replica, and one another
+// replica took over from it, are untouched.
+func testReleaseReplicaLeases(t *testing.T, s Backend) {
+	alice := newIdentity(t, s, "alice")
+	const n = 10000
+	devices := manyDevices(t, s, alice.ID, n+2)
+	mine, theirs, takenOver := devices[:n], devices[n], devices[n+1]
+	leaseAll(t, s, mine, "rep_A")
+	leaseAll(t, s, []string{theirs}, "rep_B")
+	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: takenOver, Holder: "rep_A/old", Epoch: "E", Replica: "rep_A", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: takenOver, Holder: "rep_B/new", Epoch: "E", Replica: "rep_B", TTL: time.Hour, Takeover: "rep_A/old"}); err != nil {
+		t.Fatal(err)
+	}
+	released, err := s.ReleaseReplicaLeases(ctx(t), "rep_A")
+	if err != nil || released != n {
+		t.Fatalf("ReleaseReplicaLeases = %d, %v; want %d", released, err, n)
+	}
+	if held := leasesHeld(t, s); held != 2 {
+		t.Fatalf("%d leases held after the release, want 2 (the other replica's)", held)
+	}
+	for _, l := range []struct{ device, holder string }{{theirs, "rep_B/0"}, {takenOver, "rep_B/new"}} {
+		if _, err := s.RenewLease(ctx(t), l.device, l.holder, time.Minute); err != nil {
+			t.Errorf("another replica's lease on %s was touched: %v", l.device, err)
+		}
+	}
+	// A released device's lease is free for anyone, with no takeover.
+	for _, d := range []string{mine[0], mine[n-1]} {
+		if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: d, Holder: "rep_C/1", Epoch: "E", Replica: "rep_C", TTL: time.Minute}); err != nil {
+			t.Errorf("a released lease on %s: %v", d, err)
+		}
+	}
+	if again, err := s.ReleaseReplicaLeases(ctx(t), "rep_A"); err != nil || again != 0 {
+		t.Errorf("a second release = %d, %v; want 0", again, err)
+	}
+	if _, err := s.ReleaseReplicaLeases(ctx(t), ""); err == nil {
+		t.Error("releasing the leases of no replica did not fail")
+	}
+}
+
+func auditCount(t *testing.T, s Backend, where string) int {
+	t.Helper()
+	var n int
+	if err := s.DB().QueryRowContext(ctx(t), `SELECT count(*) FROM audit `+where).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// H.8: a refusal row names the address it came from and how many
+// identical refusals it stands for; a row written without a count counts
+// one.
+func testAuditRemoteAndCount(t *testing.T, s Backend) {
+	err := s.Audit(ctx(t),
+		store.AuditEvent{Event: "device.upgrade_refused", Reason: "preauth_cap_per_addr", RemoteAddr: "192.0.2.7", Count: 3000},
+		store.AuditEvent{Event: "device.upgrade_refused", Reason: "preauth_cap_per_addr", RemoteAddr: "2001:db8::1"},
+		store.AuditEvent{DeviceID: "dev_A", Event: "device.connected"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := s.AuditEvents(ctx(t), store.AuditFilter{RemoteAddr: "192.0.2.7"})
+	if err != nil || len(rows) != 1 || rows[0].Count != 3000 || rows[0].Reason != "preauth_cap_per_addr" {
+		t.Fatalf("rows from 192.0.2.7 = %+v, %v; want one with count 3000", rows, err)
+	}
+	all, _ := s.AuditEvents(ctx(t), store.AuditFilter{})
+	if len(all) != 3 || all[1].RemoteAddr != "2001:db8::1" || all[1].Count != 1 || all[2].RemoteAddr != "" || all[2].Count != 1 {
+		t.Fatalf("rows = %+v; want the v6 address with count 1, then a row with no address, count 1", all)
+	}
+}
+
+// H.8: the auditor writes its queue in batches: one call, one transaction,
+// 15,000 rows, none lost.
+func testAuditBatch(t *testing.T, s Backend) {
+	const n = 15000
+	rows := make([]store.AuditEvent, n)
+	for i := range rows {
+		rows[i] = store.AuditEvent{DeviceID: fmt.Sprintf("dev_%d", i), Event: "device.connected", RemoteAddr: "127.0.0.1"}
+	}
+	if err := s.Audit(ctx(t), rows...); err != nil {
+		t.Fatal(err)
+	}
+	if got := auditCount(t, s, `WHERE event = 'device.connected'`); got != n {
+		t.Fatalf("%d rows written, want %d", got, n)
+	}
+	last, err := s.AuditEvents(ctx(t), store.AuditFilter{DeviceID: fmt.Sprintf("dev_%d", n-1)})
+	if err != nil || len(last) != 1 {
+		t.Fatalf("the last row: %+v, %v", last, err)
+	}
+	if err := s.Audit(ctx(t)); err != nil {
+		t.Fatalf("no rows: %v", err)
+	}
+}
+
+// H.8: retention is measured by the database clock: rows are aged here by
+// moving their database timestamps back, and PruneAudit compares them with
+// the database's now. The events in keep are never pruned.
+func testPruneAudit(t *testing.T, s Backend) {
+	for _, e := range []string{"old", "old", "recent", "server.admin_created"} {
+		if err := s.Audit(ctx(t), store.AuditEvent{Event: e}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	age := func(event string, by time.Duration) {
+		if _, err := s.DB().ExecContext(ctx(t), fmt.Sprintf(`UPDATE audit SET at_ms = at_ms - %d WHERE event = '%s'`, by.Milliseconds(), event)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	age("old", 2*time.Hour)
+	age("server.admin_created", 2*time.Hour)
+	age("recent", 30*time.Minute)
+	n, err := s.PruneAudit(ctx(t), time.Hour, []string{"server.admin_created"})
+	if err != nil || n != 2 {
+		t.Fatalf("PruneAudit = %d, %v; want the 2 old rows", n, err)
+	}
+	if left := auditCount(t, s, ``); left != 2 || auditCount(t, s, `WHERE event = 'old'`) != 0 {
+		t.Fatalf("%d rows left, want recent and server.admin_created", left)
+	}
+	if n, err := s.PruneAudit(ctx(t), time.Hour, nil); err != nil || n != 1 {
+		t.Fatalf("PruneAudit without keep = %d, %v; want the kept row too", n, err)
+	}
+	if _, err := s.PruneAudit(ctx(t), 0, nil); err == nil {
+		t.Fatal("a zero retention was accepted")
 	}
 }

@@ -1,0 +1,186 @@
+package lane
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sema-agent/sema/internal/clock"
+	"github.com/sema-agent/sema/lane/store"
+	"github.com/sema-agent/sema/lane/store/sqlite"
+	"github.com/sema-agent/sema/lane/store/sqlstore"
+)
+
+// gatedStore holds the auditor's first write until the test opens the
+// gate, so that rows pile up behind it as they would behind a slow disk.
+type gatedStore struct {
+	store.Store
+	entered chan struct{} // closed when the first write begins
+	gate    chan struct{} // the test closes it to let writes through
+	first   bool
+}
+
+func newGatedStore(st store.Store) *gatedStore {
+	return &gatedStore{Store: st, entered: make(chan struct{}), gate: make(chan struct{})}
+}
+
+// Audit is called from the auditor's goroutine only.
+func (g *gatedStore) Audit(ctx context.Context, events ...store.AuditEvent) error {
+	if !g.first {
+		g.first = true
+		close(g.entered)
+	}
+	<-g.gate
+	return g.Store.Audit(ctx, events...)
+}
+
+func openRegistry(t *testing.T) *sqlstore.Store {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	return st
+}
+
+func testAuditor(t *testing.T, st store.Store, mutate func(*auditorConfig)) (*auditor, *clock.Fake) {
+	t.Helper()
+	clk := clock.NewFake(laneStart)
+	cfg := auditorConfig{store: st, log: quietLogger(), clock: clk, retention: DefaultAuditRetention}
+	if mutate != nil {
+		mutate(&cfg)
+	}
+	a := startAuditor(cfg)
+	t.Cleanup(a.close)
+	return a, clk
+}
+
+func connected(i int) store.AuditEvent {
+	return store.AuditEvent{DeviceID: fmt.Sprintf("dev_%05d", i), Event: "device.connected", RemoteAddr: "127.0.0.1"}
+}
+
+func auditRowCount(t *testing.T, st *sqlstore.Store, where string) int {
+	t.Helper()
+	var n int
+	if err := st.DB().QueryRowContext(t.Context(), "SELECT count(*) FROM audit "+where).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// H.8: a burst of 15,000 connects queued behind a stalled write loses no
+// audit row: the queue holds them and the writer writes them in batches
+// (before: a queue of 4,096 single-row inserts dropped up to 13,001).
+func TestTheAuditorLosesNoRowOf15000Queued(t *testing.T) {
+	st := openRegistry(t)
+	gated := newGatedStore(st)
+	a, _ := testAuditor(t, gated, nil)
+	a.add(connected(0))
+	<-gated.entered // the writer holds row 0; the rest queue behind it
+	const n = 15000
+	for i := 1; i <= n; i++ {
+		a.add(connected(i))
+	}
+	close(gated.gate)
+	a.flush()
+	if got := auditRowCount(t, st, "WHERE event = 'device.connected'"); got != n+1 {
+		t.Fatalf("%d of %d rows written", got, n+1)
+	}
+	if dropped := auditRowCount(t, st, "WHERE event = '"+eventAuditDropped+"'"); dropped != 0 || a.droppedTotal.Load() != 0 {
+		t.Fatalf("%d drop rows, %d dropped; want none", dropped, a.droppedTotal.Load())
+	}
+}
+
+// H.8: when the bound drops rows (forced small here), the drop is itself an
+// audit row, counting them, and a metric.
+func TestADropIsAnAuditRowAndAMetric(t *testing.T) {
+	l := newWSLane(t)
+	st := l.store.(*sqlstore.Store)
+	gated := newGatedStore(st)
+	l.srv.audits.close() // the lane's own, replaced by one with a bound of 10
+	l.srv.audits, _ = testAuditor(t, gated, func(c *auditorConfig) { c.maxQueued = 10 })
+	l.srv.audit(context.Background(), connected(0))
+	<-gated.entered
+	for i := 1; i <= 25; i++ {
+		l.srv.audit(context.Background(), connected(i))
+	}
+	close(gated.gate)
+	l.srv.audits.flush()
+	if got := auditRowCount(t, st, "WHERE event = 'device.connected'"); got != 11 {
+		t.Fatalf("%d rows written, want the one being written and the 10 queued", got)
+	}
+	drops := l.auditRows(store.AuditFilter{Event: eventAuditDropped})
+	if len(drops) != 1 || drops[0].Count != 15 || drops[0].Reason != dropQueueFull {
+		t.Fatalf("drop rows %+v, want one counting 15, reason %s", drops, dropQueueFull)
+	}
+	var metrics strings.Builder
+	l.srv.WriteMetrics(&metrics)
+	if !strings.Contains(metrics.String(), "\nsema_lane_audit_rows_dropped_total 15\n") {
+		t.Fatalf("/metrics does not count the 15 dropped rows:\n%s", metrics.String())
+	}
+}
+
+// H.8: the refusals held in a window are written when it closes, by the
+// lane's clock, as one row with their count.
+func TestAClosingWindowWritesItsRowByItself(t *testing.T) {
+	st := openRegistry(t)
+	a, clk := testAuditor(t, st, nil)
+	for range 3000 {
+		a.add(refusedUpgrade("192.0.2.1"))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	if _, ok := clk.WaitTimer(ctx, func(d time.Duration) bool { return d == auditWindow }); !ok {
+		t.Fatal("the auditor armed no timer for the window")
+	}
+	if n := auditRowCount(t, st, ""); n != 0 {
+		t.Fatalf("%d rows written before the window closed", n)
+	}
+	clk.Advance(auditWindow)
+	var rows []store.AuditEvent
+	eventually(t, "the window's row is written", func() bool {
+		rows, _ = st.AuditEvents(t.Context(), store.AuditFilter{Event: "device.upgrade_refused"})
+		return len(rows) > 0
+	})
+	if len(rows) != 1 || rows[0].Count != 3000 || rows[0].RemoteAddr != "192.0.2.1" {
+		t.Fatalf("rows = %+v; want one from 192.0.2.1 counting 3000", rows)
+	}
+}
+
+// H.8: retention. The auditor prunes at start and every hour; the age is
+// the database's (rows are aged by moving their timestamps back), and the
+// kept events stay.
+func TestTheAuditorPrunesAtStartAndEveryHour(t *testing.T) {
+	st := openRegistry(t)
+	age := func(event string, by time.Duration) {
+		t.Helper()
+		if err := st.Audit(t.Context(), store.AuditEvent{Event: event}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := st.DB().ExecContext(t.Context(), `UPDATE audit SET at_ms = at_ms - ? WHERE event = ?`, by.Milliseconds(), event); err != nil {
+			t.Fatal(err)
+		}
+	}
+	age("old", 2*time.Hour)
+	age("kept", 2*time.Hour)
+	age("young", 10*time.Minute)
+	_, clk := testAuditor(t, st, func(c *auditorConfig) { c.retention, c.keep = time.Hour, []string{"kept"} })
+	eventually(t, "the start prunes the old row", func() bool { return auditRowCount(t, st, "WHERE event = 'old'") == 0 })
+	if n := auditRowCount(t, st, "WHERE event IN ('kept', 'young')"); n != 2 {
+		t.Fatalf("%d of the kept and the young row left, want both", n)
+	}
+	age("young", 2*time.Hour) // now over the retention
+	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+	defer cancel()
+	if _, ok := clk.WaitTimer(ctx, func(d time.Duration) bool { return d == auditPruneEvery }); !ok {
+		t.Fatal("no hourly prune armed")
+	}
+	clk.Advance(auditPruneEvery)
+	eventually(t, "the hourly prune", func() bool { return auditRowCount(t, st, "WHERE event = 'young'") == 0 })
+	if n := auditRowCount(t, st, "WHERE event = 'kept'"); n != 1 {
+		t.Fatal("the kept row was pruned")
+	}
+}
