@@ -91,9 +91,9 @@ func (l *Lock) Paths() []string {
 	if l == nil {
 		return nil
 	}
-	paths := make([]string, 0, len(l.files))
-	for _, f := range l.files {
-		paths = append(paths, f.Name())
+	paths := make([]string, 0, len(l.held))
+	for _, h := range l.held {
+		paths = append(paths, h.Path())
 	}
 	return paths
 }

@@ -29,7 +29,10 @@ func (e *HeldError) Error() string {
 }
 
 // Lock is a held lock.
-type Lock struct{ f *os.File }
+type Lock struct {
+	f    *os.File
+	path string
+}
 
 // Acquire takes the lock on path (created 0600 when absent) without
 // waiting; *HeldError at once when another holds it.
@@ -51,8 +54,11 @@ func Acquire(path string) (*Lock, error) {
 	if err := f.Truncate(0); err == nil {
 		f.WriteAt([]byte(strconv.Itoa(os.Getpid())+"\n"), 0)
 	}
-	return &Lock{f: f}, nil
+	return &Lock{f: f, path: path}, nil
 }
+
+// Path is the lock file's path, also after Release.
+func (l *Lock) Path() string { return l.path }
 
 // Release drops the lock and clears the recorded pid. It is idempotent.
 func (l *Lock) Release() {
