@@ -40,6 +40,7 @@ type Server struct {
 	neverStarted *settledMemo
 	shutdownMu   sync.Once
 	metrics      metrics // counters for /metrics (metrics.go)
+	budget       *contentBudget
 }
 
 // New builds a Server from cfg.
@@ -59,6 +60,7 @@ func New(cfg Config) (*Server, error) {
 		calls:        map[string]*Call{},
 		memo:         newSettledMemo(cfg.SettledMemo),
 		neverStarted: newSettledMemo(cfg.SettledMemo),
+		budget:       newContentBudget(cfg.MaxBufferedContent),
 	}
 	s.audits = startAuditor(cfg.Store, cfg.Logger)
 	s.mux.HandleFunc("GET /v1/capabilities", s.capabilities)
