@@ -19,7 +19,7 @@ import (
 // Content-Length before the body is read.
 
 func TestContentBudgetArithmetic(t *testing.T) {
-	b := newContentBudget(100)
+	b := newContentBudget(100, nil)
 	r1, ok := b.reserve(60)
 	if !ok {
 		t.Fatal("60 of 100 refused")
@@ -47,6 +47,35 @@ func TestContentBudgetArithmetic(t *testing.T) {
 	none.shrinkTo(0)
 	if b.inUse() != 0 {
 		t.Fatalf("in use %d after every release", b.inUse())
+	}
+}
+
+// A large release that leaves the budget (nearly) idle is the moment to
+// hand memory back to the OS; small ones and busy budgets are not.
+func TestContentBudgetQuietsAfterALargeRelease(t *testing.T) {
+	quiet := 0
+	b := newContentBudget(1<<30, func() { quiet++ })
+	big, _ := b.reserve(40 << 20)
+	small, _ := b.reserve(10 << 20)
+	small.release()
+	if quiet != 0 {
+		t.Fatalf("a 10 MiB release quieted the budget")
+	}
+	big.release()
+	if quiet != 1 {
+		t.Fatalf("releasing 40 MiB of 40: quiet %d, want 1", quiet)
+	}
+	r, _ := b.reserve(100 << 20)
+	r.shrinkTo(70 << 20) // 30 MiB freed
+	other, _ := b.reserve(40 << 20)
+	r.release() // 70 MiB freed, 40 still held
+	if quiet != 1 {
+		t.Fatalf("quiet %d after releases that left the budget busy", quiet)
+	}
+	other.release()
+	other.release()
+	if quiet != 2 {
+		t.Fatalf("quiet %d after the last large release, want 2", quiet)
 	}
 }
 

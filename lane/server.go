@@ -41,6 +41,7 @@ type Server struct {
 	shutdownMu   sync.Once
 	metrics      metrics // counters for /metrics (metrics.go)
 	budget       *contentBudget
+	reclaim      reclaimMemory
 }
 
 // New builds a Server from cfg.
@@ -60,8 +61,8 @@ func New(cfg Config) (*Server, error) {
 		calls:        map[string]*Call{},
 		memo:         newSettledMemo(cfg.SettledMemo),
 		neverStarted: newSettledMemo(cfg.SettledMemo),
-		budget:       newContentBudget(cfg.MaxBufferedContent),
 	}
+	s.budget = newContentBudget(cfg.MaxBufferedContent, s.reclaim.run)
 	s.audits = startAuditor(cfg.Store, cfg.Logger)
 	s.mux.HandleFunc("GET /v1/capabilities", s.capabilities)
 	s.mux.HandleFunc("POST /v1/devices/enroll-tokens", s.laneOnly(s.authenticated(s.issueEnrollToken)))
