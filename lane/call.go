@@ -83,7 +83,8 @@ type Call struct {
 	// The lane side, under the device's lock.
 	state       protocol.InstructionState
 	frame       protocol.Instruction
-	content     []byte
+	content     []byte // until dropContent
+	contentDone func() // once the lane has let go of content (dispatch)
 	stream      *stream
 	resultSeq   int64 // highest deviceSeq seen; -1 for none
 	ackedTo     int64 // the chunkAck watermark sent; -1 for none
@@ -217,6 +218,15 @@ func (c *Call) finish(s Settlement) {
 	c.events = append(c.events, Event{Settled: &s})
 	close(c.done)
 	c.wake()
+}
+
+// dropContent lets go of a write's content: its payload has been written
+// to the device (or failed to be), or it will never be sent. Called by the
+// one party that owns the content at that point: the send goroutine of a
+// committed call, settle for one that never was.
+func (c *Call) dropContent() {
+	c.content = nil
+	c.contentDone()
 }
 
 func (c *Call) wake() {

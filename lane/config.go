@@ -61,10 +61,19 @@ type Config struct {
 	// Logger receives structured logs; default slog.Default(). Tokens, keys
 	// and content are never logged.
 	Logger *slog.Logger
+	// MaxBufferedContent bounds, server-wide, the bytes of instruction
+	// bodies and write content the HTTP API holds in memory at once; a
+	// request over it is 503 service.busy (instruction_body.go). Default
+	// 256 MiB; at least 1 MiB. Content given to Dispatch by a Go caller is
+	// the caller's memory and is not counted.
+	MaxBufferedContent int64
 }
 
 // DefaultAuditRetention is Config.AuditRetention's default: 30 days.
 const DefaultAuditRetention = 720 * time.Hour
+
+// DefaultMaxBufferedContent is Config.MaxBufferedContent's default.
+const DefaultMaxBufferedContent = 256 << 20
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Store == nil {
@@ -140,6 +149,12 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if c.MaxBufferedContent == 0 {
+		c.MaxBufferedContent = DefaultMaxBufferedContent
+	}
+	if c.MaxBufferedContent < noLengthBodyLimit {
+		return c, fmt.Errorf("lane: MaxBufferedContent %d is under %d bytes (one body without Content-Length)", c.MaxBufferedContent, noLengthBodyLimit)
 	}
 	return c, nil
 }

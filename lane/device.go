@@ -48,6 +48,9 @@ func (s *Server) settle(d *deviceState, c *Call, state protocol.InstructionState
 		return
 	}
 	committed := c.state == protocol.StateDispatchCommitted
+	if !committed {
+		c.dropContent() // never sent: no send goroutine will
+	}
 	c.state = state
 	s.metrics.settled(state, o)
 	for _, t := range []clock.Timer{c.ceiling, c.gapTimer, c.cancelTimer} {

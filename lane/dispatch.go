@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/sema-agent/sema/internal/ids"
 	"github.com/sema-agent/sema/lane/store"
@@ -34,10 +35,22 @@ var protectiveFaces = []protocol.InstructionKind{protocol.KindWriteFileExclusive
 // An error means nothing was queued: the device is unknown, or the
 // instruction is invalid.
 func (s *Server) Dispatch(ctx context.Context, deviceID string, in Instruction) (*Call, error) {
-	return s.dispatch(ctx, deviceID, "", in)
+	return s.dispatch(ctx, deviceID, "", in, nil)
 }
 
-func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instruction) (*Call, error) {
+// dispatch is Dispatch for an owner. contentDone, when not nil, is called
+// exactly once when the lane has let go of in.Content: at once on an error,
+// else when the call's payload has been written (or failed to be), or
+// when it settles without having been committed.
+func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instruction, contentDone func()) (call *Call, err error) {
+	if contentDone == nil {
+		contentDone = func() {}
+	}
+	defer func() {
+		if err != nil {
+			contentDone()
+		}
+	}()
 	frame, err := s.buildFrame(in)
 	if err != nil {
 		return nil, err
@@ -49,10 +62,11 @@ func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instru
 	if err != nil {
 		return nil, fmt.Errorf("lane: the device registry is unavailable: %w", err)
 	}
-	call := &Call{
+	call = &Call{
 		ID: frame.InstructionID, DeviceID: deviceID, Kind: in.Kind, srv: s, owner: owner,
 		notify: make(chan struct{}, 1), done: make(chan struct{}), sent: make(chan struct{}),
-		state: protocol.StateQueued, frame: frame, content: in.Content, resultSeq: -1, ackedTo: -1,
+		state: protocol.StateQueued, frame: frame, content: in.Content, contentDone: sync.OnceFunc(contentDone),
+		resultSeq: -1, ackedTo: -1,
 	}
 	d := s.device(deviceID)
 	d.mu.Lock()

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -287,7 +288,14 @@ type ndjsonStream struct {
 
 func (l *wsLane) postInstruction(deviceID, apiKey, body string) (*ndjsonStream, response) {
 	l.t.Helper()
-	req, err := http.NewRequestWithContext(l.t.Context(), "POST", l.url+"/v1/devices/"+deviceID+"/instructions", strings.NewReader(body))
+	return l.postInstructionFrom(deviceID, apiKey, strings.NewReader(body))
+}
+
+// postInstructionFrom posts a body read from r: with Content-Length for a
+// *strings.Reader or *bytes.Reader, chunked for any other reader.
+func (l *wsLane) postInstructionFrom(deviceID, apiKey string, body io.Reader) (*ndjsonStream, response) {
+	l.t.Helper()
+	req, err := http.NewRequestWithContext(l.t.Context(), "POST", l.url+"/v1/devices/"+deviceID+"/instructions", body)
 	if err != nil {
 		l.t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"time"
 )
 
 // Error codes of the management plane (§1.1's table).
@@ -19,6 +20,8 @@ const (
 	codeRateExceeded      = "limit.rate_exceeded"
 	codeLaneRequired      = "capability.device_lane_required"
 	codeUnavailable       = "service.unavailable"
+	codeBusy              = "service.busy"
+	codeLengthRequired    = "request.length_required"
 )
 
 // apiError is an error answer: {"errorCode": "...", "message": "..."}.
@@ -26,6 +29,8 @@ type apiError struct {
 	Status  int    `json:"-"`
 	Code    string `json:"errorCode"`
 	Message string `json:"message"`
+	// retryAfter, when set, is sent as Retry-After (whole seconds).
+	retryAfter time.Duration
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -67,4 +72,9 @@ func writeBody(w http.ResponseWriter, status int, b []byte) {
 	w.Write(b)
 }
 
-func writeError(w http.ResponseWriter, e *apiError) { writeJSON(w, e.Status, e) }
+func writeError(w http.ResponseWriter, e *apiError) {
+	if e.retryAfter > 0 {
+		w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(e.retryAfter), 10))
+	}
+	writeJSON(w, e.Status, e)
+}

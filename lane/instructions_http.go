@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,10 +14,6 @@ import (
 	"github.com/sema-agent/sema/internal/b64"
 	"github.com/sema-agent/sema/protocol"
 )
-
-// maxInstructionBody bounds POST /v1/devices/{id}/instructions: 128 MiB of
-// JSON, so about 96 MiB of write content as contentB64.
-const maxInstructionBody = 128 << 20
 
 // instructionRequest is the body of POST /v1/devices/{id}/instructions.
 type instructionRequest struct {
@@ -31,8 +28,14 @@ type instructionRequest struct {
 
 // parseInstructionRequest reads the closed body {"kind", "args", "cwd"?,
 // "shellEnv"?, "timeoutMs", "contentB64"?, "rootSessionId"?}; errors name
-// the field.
-func parseInstructionRequest(body []byte) (instructionRequest, *apiError) {
+// the field. A write-family kind needs a body that carried Content-Length
+// (sized), else it is 411 (see instruction_body.go).
+//
+// The body may be a hundred megabytes of contentB64, so nothing of it is
+// copied: members are slices of body, contentB64 is decoded from where it
+// lies, and the only allocation in proportion to the body is the decoded
+// content. Nothing returned aliases body (args is cloned).
+func parseInstructionRequest(body []byte, sized bool) (instructionRequest, *apiError) {
 	var req instructionRequest
 	shape := func(format string, args ...any) *apiError {
 		return errorf(http.StatusBadRequest, codeBodyShape, format, args...)
@@ -46,15 +49,7 @@ func parseInstructionRequest(body []byte) (instructionRequest, *apiError) {
 	if jsontext.Value(body).Kind() != '{' {
 		return req, shape("the request body must be a JSON object")
 	}
-	members := map[string]jsontext.Value{}
-	d := jsontext.NewDecoder(bytes.NewReader(body))
-	d.ReadToken()
-	for d.PeekKind() != '}' {
-		name, _ := d.ReadToken()
-		key := name.String()
-		v, _ := d.ReadValue()
-		members[key] = v.Clone()
-	}
+	members := objectMembers(body)
 	for key := range members {
 		switch key {
 		case "kind", "args", "cwd", "shellEnv", "timeoutMs", "contentB64", "rootSessionId":
@@ -83,10 +78,13 @@ func parseInstructionRequest(body []byte) (instructionRequest, *apiError) {
 	if !req.Kind.Valid() {
 		return req, field("kind %q is not an instruction kind", clip(kind))
 	}
+	if req.Kind.IsWrite() && !sized {
+		return req, lengthRequired("a %s body", req.Kind)
+	}
 	if members["args"].Kind() != '{' {
 		return req, field("args must be an object")
 	}
-	req.Args = members["args"]
+	req.Args = members["args"].Clone()
 	if err := json.Unmarshal(members["timeoutMs"], &req.TimeoutMs); err != nil || req.TimeoutMs <= 0 ||
 		strings.ContainsAny(string(members["timeoutMs"]), ".eE") || req.TimeoutMs > protocol.MaxSafeInteger {
 		return req, field("timeoutMs must be a positive integer")
@@ -109,12 +107,14 @@ func parseInstructionRequest(body []byte) (instructionRequest, *apiError) {
 			return req, field("shellEnv must be an object of strings")
 		}
 	}
-	if _, ok := members["contentB64"]; ok {
-		s, aerr := str("contentB64")
-		if aerr != nil {
-			return req, aerr
+	if v, ok := members["contentB64"]; ok {
+		if v.Kind() != '"' {
+			return req, field("contentB64 must be a string")
 		}
-		content, err := protocol.DecodeCanonicalBase64(s)
+		if !req.Kind.IsWrite() {
+			return req, field("contentB64 is only for the write family")
+		}
+		content, err := decodeContentB64(v)
 		if err != nil {
 			return req, field("contentB64 must be canonical standard base64")
 		}
@@ -122,11 +122,67 @@ func parseInstructionRequest(body []byte) (instructionRequest, *apiError) {
 		if req.Content == nil {
 			req.Content = []byte{}
 		}
-		if !req.Kind.IsWrite() {
-			return req, field("contentB64 is only for the write family")
-		}
 	}
 	return req, nil
+}
+
+// objectMembers splits a valid JSON object into its members, each value a
+// slice of body (no copy: the decoder reads a bytes.Buffer in place).
+func objectMembers(body []byte) map[string]jsontext.Value {
+	members := map[string]jsontext.Value{}
+	d := jsontext.NewDecoder(bytes.NewBuffer(body))
+	d.ReadToken()
+	for d.PeekKind() != '}' {
+		name, _ := d.ReadToken()
+		key := name.String()
+		v, _ := d.ReadValue()
+		end := d.InputOffset()
+		members[key] = jsontext.Value(body[end-int64(len(v)) : end])
+	}
+	return members
+}
+
+// decodeContentB64 decodes a JSON string of base64 without unquoting it
+// into a copy: base64 needs no escapes, and the only escapes that can
+// stand for base64 characters (\/ and \u00XX) are undone in place, in the
+// body the string lies in, which the lane owns.
+func decodeContentB64(v jsontext.Value) ([]byte, error) {
+	raw := v[1 : len(v)-1]
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		var ok bool
+		if raw, ok = unescapeASCIIInPlace(raw); !ok {
+			return nil, errNotBase64
+		}
+	}
+	return protocol.DecodeCanonicalBase64Bytes(raw)
+}
+
+var errNotBase64 = errors.New("not base64")
+
+// unescapeASCIIInPlace undoes the JSON escapes of s that stand for a
+// printable ASCII character, writing over s (the result is never longer).
+// Any other escape cannot be part of base64: false.
+func unescapeASCIIInPlace(s []byte) ([]byte, bool) {
+	out := s[:0]
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c == '\\' {
+			switch {
+			case i+1 < len(s) && s[i+1] == '/':
+				c, i = '/', i+1
+			case i+5 < len(s) && s[i+1] == 'u':
+				n, err := strconv.ParseUint(string(s[i+2:i+6]), 16, 16)
+				if err != nil || n < 0x20 || n >= 0x7f {
+					return nil, false
+				}
+				c, i = byte(n), i+5
+			default:
+				return nil, false
+			}
+		}
+		out = append(out, c)
+	}
+	return out, true
 }
 
 // instructionArgs decodes the args for the kind. For the write family the
@@ -159,30 +215,19 @@ func instructionArgs(req instructionRequest) (protocol.Args, *apiError) {
 }
 
 // postInstruction is POST /v1/devices/{id}/instructions: refusals before
-// anything is queued are 4xx; otherwise a 200 NDJSON stream of events,
-// flushed as they happen, ending with the outcome.
+// anything is queued are 4xx (or 503 service.busy while the content budget
+// is full); otherwise a 200 NDJSON stream of events, flushed as they
+// happen, ending with the outcome.
 func (s *Server) postInstruction(w http.ResponseWriter, r *http.Request) {
-	body, aerr := readBodyLimit(r, maxInstructionBody)
-	var req instructionRequest
-	if aerr == nil {
-		req, aerr = parseInstructionRequest(body)
-	}
-	var args protocol.Args
-	if aerr == nil {
-		args, aerr = instructionArgs(req)
-	}
+	in, hold, aerr := s.readInstruction(r)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	if req.Kind.IsWrite() && req.Content == nil {
-		req.Content = []byte{}
-	}
 	caller := callerOf(r.Context())
-	call, err := s.dispatch(r.Context(), r.PathValue("id"), caller.ID, Instruction{
-		Kind: req.Kind, Args: args, Cwd: req.Cwd, ShellEnv: req.ShellEnv,
-		Timeout: time.Duration(req.TimeoutMs) * time.Millisecond, Content: req.Content, RootSessionID: req.RootSessionID,
-	})
+	// From here dispatch owns the reservation: it releases it once the lane
+	// has finished with the content, on every path.
+	call, err := s.dispatch(r.Context(), r.PathValue("id"), caller.ID, in, hold.release)
 	var invalid *InvalidInstructionError
 	switch {
 	case errors.Is(err, ErrUnknownDevice):
@@ -196,6 +241,33 @@ func (s *Server) postInstruction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.streamCall(w, r, call)
+}
+
+// readInstruction admits, reads and parses the body. On success the
+// returned reservation holds the decoded content (nothing for a non-write);
+// on an error nothing is held.
+func (s *Server) readInstruction(r *http.Request) (Instruction, *reservation, *apiError) {
+	body, hold, aerr := s.readInstructionBody(r)
+	if aerr != nil {
+		return Instruction{}, nil, aerr
+	}
+	req, aerr := parseInstructionRequest(body, r.ContentLength >= 0) // only the decoded content outlives this
+	var args protocol.Args
+	if aerr == nil {
+		args, aerr = instructionArgs(req)
+	}
+	if aerr != nil {
+		hold.release()
+		return Instruction{}, nil, aerr
+	}
+	if req.Kind.IsWrite() && req.Content == nil {
+		req.Content = []byte{}
+	}
+	hold.shrinkTo(int64(len(req.Content)))
+	return Instruction{
+		Kind: req.Kind, Args: args, Cwd: req.Cwd, ShellEnv: req.ShellEnv,
+		Timeout: time.Duration(req.TimeoutMs) * time.Millisecond, Content: req.Content, RootSessionID: req.RootSessionID,
+	}, hold, nil
 }
 
 // streamCall writes a call's events as NDJSON. If the client goes away the

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
@@ -27,7 +28,15 @@ type metrics struct {
 	mu         sync.Mutex
 	dispatches map[[2]string]uint64 // {state, outcome} → settled calls
 	audited    map[[2]string]uint64 // {event, reason} → audit rows
+
+	// The HTTP limits (httplimits.go, instruction_body.go), lock-free.
+	httpOpen    atomic.Int64  // open non-WebSocket HTTP connections
+	httpRefused atomic.Uint64 // connections closed at the cap
+	contentBusy atomic.Uint64 // instruction requests answered 503 service.busy
 }
+
+func (m *metrics) httpConnsOpen(delta int64) { m.httpOpen.Add(delta) }
+func (m *metrics) httpConnRefused()          { m.httpRefused.Add(1) }
 
 // settled counts one settlement (the hook in settle).
 func (m *metrics) settled(state protocol.InstructionState, o protocol.Outcome) {
@@ -91,6 +100,10 @@ type Metrics struct {
 	// AuditRowsDropped counts audit rows lost (queue full, a failed
 	// write); each loss is also told by an audit.rows_dropped row.
 	AuditRowsDropped uint64
+	HTTPConns        int64  // open HTTP connections that are not WebSockets (LimitHTTP)
+	HTTPConnsRefused uint64 // connections closed at once at the HTTPLimits.MaxConns cap
+	BufferedContent  int64  // bytes of the buffered-content budget reserved now
+	ContentBusy      uint64 // instruction requests refused 503 service.busy
 
 	Dispatches []Count // {state, outcome}: settled instructions
 	Refusals   []Count // {what, reason}: hellos, frames, upgrades, enrollments refused
@@ -108,6 +121,8 @@ func (s *Server) Metrics() Metrics {
 	m.PreAuthSockets, m.Draining = s.preAuth, s.draining
 	s.mu.Unlock()
 	m.AuditRowsDropped = s.audits.droppedTotal.Load()
+	m.HTTPConns, m.HTTPConnsRefused = s.metrics.httpOpen.Load(), s.metrics.httpRefused.Load()
+	m.BufferedContent, m.ContentBusy = s.budget.inUse(), s.metrics.contentBusy.Load()
 	for _, d := range devices {
 		d.mu.Lock()
 		if c := d.conn; c != nil && (c.state == connActive || c.state == connAwaitingAck || c.state == connLeaving) {
@@ -144,7 +159,7 @@ const MetricsContentType = "text/plain; version=0.0.4; charset=utf-8"
 func (s *Server) WriteMetrics(w io.Writer) error {
 	m := s.Metrics()
 	b := bufio.NewWriter(w)
-	gauge := func(name, help string, v int) {
+	gauge := func(name, help string, v int64) {
 		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s gauge\n%s %d\n", name, help, name, name, v)
 	}
 	counter := func(name, help, l0, l1 string, cs []Count) {
@@ -157,11 +172,18 @@ func (s *Server) WriteMetrics(w io.Writer) error {
 	if m.Draining {
 		draining = 1
 	}
-	gauge("sema_lane_connected_devices", "Devices with a live connection on this replica.", m.ConnectedDevices)
-	gauge("sema_lane_inflight_instructions", "Instructions committed to a device and not yet settled.", m.Inflight)
-	gauge("sema_lane_queued_instructions", "Instructions waiting for an in-flight slot.", m.Queued)
-	gauge("sema_lane_preauth_sockets", "WebSockets that have not finished the handshake.", m.PreAuthSockets)
-	gauge("sema_lane_draining", "1 once the replica is shutting down.", draining)
+	plain := func(name, help string, v uint64) {
+		fmt.Fprintf(b, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", name, help, name, name, v)
+	}
+	gauge("sema_lane_connected_devices", "Devices with a live connection on this replica.", int64(m.ConnectedDevices))
+	gauge("sema_lane_inflight_instructions", "Instructions committed to a device and not yet settled.", int64(m.Inflight))
+	gauge("sema_lane_queued_instructions", "Instructions waiting for an in-flight slot.", int64(m.Queued))
+	gauge("sema_lane_preauth_sockets", "WebSockets that have not finished the handshake.", int64(m.PreAuthSockets))
+	gauge("sema_lane_draining", "1 once the replica is shutting down.", int64(draining))
+	gauge("sema_lane_http_connections", "Open HTTP connections that are not WebSockets.", m.HTTPConns)
+	plain("sema_lane_http_connections_refused_total", "HTTP connections closed at once at the connection cap.", m.HTTPConnsRefused)
+	gauge("sema_lane_buffered_content_bytes", "Bytes of instruction bodies and write content held in memory now (reserved).", m.BufferedContent)
+	plain("sema_lane_content_busy_total", "Instruction requests refused 503 service.busy: the buffered-content budget was full.", m.ContentBusy)
 	counter("sema_lane_dispatches_total", "Settled instructions by state and outcome (the outcome kind, or the errorCode of a failure).",
 		"state", "outcome", m.Dispatches)
 	counter("sema_lane_refusals_total", "Refusals by what was refused (hello, frame, upgrade, handshake, outcome, enroll, enroll_rate) and reason code.",

@@ -9,6 +9,7 @@ import (
 // PayloadPartBytes at ascending offsets, commit. A failed write closes the
 // socket; the call stays committed and is never sent again (R1).
 func (c *conn) sendInstruction(call *Call, frame protocol.Instruction) {
+	defer call.dropContent()
 	err := c.write(&frame)
 	close(call.sent)
 	if err != nil || !call.Kind.IsWrite() {

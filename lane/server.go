@@ -45,6 +45,8 @@ type Server struct {
 	neverStarted *settledMemo
 	shutdownMu   sync.Once
 	metrics      metrics // counters for /metrics (metrics.go)
+	budget       *contentBudget
+	reclaim      reclaimMemory
 }
 
 // New builds a Server from cfg.
@@ -67,6 +69,7 @@ func New(cfg Config) (*Server, error) {
 		neverStarted: newSettledMemo(cfg.SettledMemo),
 	}
 	s.audits = startAuditor(auditorConfig{store: cfg.Store, log: cfg.Logger, clock: cfg.Clock, retention: cfg.AuditRetention, keep: cfg.AuditKeep})
+	s.budget = newContentBudget(cfg.MaxBufferedContent, s.reclaim.run)
 	s.mux.HandleFunc("GET /v1/capabilities", s.capabilities)
 	s.mux.HandleFunc("POST /v1/devices/enroll-tokens", s.laneOnly(s.authenticated(s.issueEnrollToken)))
 	s.mux.HandleFunc("POST /v1/devices/enroll", s.laneOnly(s.authenticated(s.enroll)))

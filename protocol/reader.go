@@ -413,3 +413,9 @@ func CanonicalBase64(s string) bool {
 func DecodeCanonicalBase64(s string) ([]byte, error) {
 	return decodeCanonicalBase64([]byte(s))
 }
+
+// DecodeCanonicalBase64Bytes is DecodeCanonicalBase64 for bytes, without
+// copying them first: the only allocation is the decoded result.
+func DecodeCanonicalBase64Bytes(b []byte) ([]byte, error) {
+	return decodeCanonicalBase64(b)
+}

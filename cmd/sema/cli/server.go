@@ -43,6 +43,7 @@ type serverFlags struct {
 	verbose                                            bool
 	shutdownTimeout                                    time.Duration
 	cfg                                                lane.Config
+	httpLimits                                         lane.HTTPLimits
 }
 
 func newServerCmd() *cobra.Command {
@@ -91,6 +92,10 @@ func newServerCmd() *cobra.Command {
 	fl.IntVar(&cfg.MaxPreAuthPerAddr, "max-preauth-per-addr", 16, "sockets still in the handshake, per remote address (§1.2)")
 	fl.DurationVar(&cfg.WriteTimeout, "write-timeout", 30*time.Second, "a socket that cannot take a frame in this time is closed")
 	fl.DurationVar(&cfg.AuditRetention, "audit-retention", lane.DefaultAuditRetention, "audit rows older than this are pruned, hourly (the first start's record is kept)")
+	fl.Int64Var(&cfg.MaxBufferedContent, "max-buffered-content", lane.DefaultMaxBufferedContent,
+		"bytes of instruction bodies and write content held in memory at once, server-wide (256 MiB); over it 503 service.busy")
+	fl.DurationVar(&f.httpLimits.IdleTimeout, "http-idle-timeout", lane.DefaultIdleTimeout, "a keep-alive HTTP connection idle this long is closed")
+	fl.IntVar(&f.httpLimits.MaxConns, "max-http-conns", lane.DefaultMaxHTTPConns, "open HTTP connections that are not WebSockets; over it new ones are closed at once")
 	return c
 }
 
@@ -115,8 +120,15 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usageError{errors.New("--tls-cert and --tls-key go together")}
 	}
-	if f.cfg.AuditRetention <= 0 {
+	switch {
+	case f.cfg.AuditRetention <= 0:
 		return usageError{fmt.Errorf("--audit-retention %v: want a positive duration", f.cfg.AuditRetention)}
+	case f.httpLimits.IdleTimeout <= 0:
+		return usageError{fmt.Errorf("--http-idle-timeout %v must be positive", f.httpLimits.IdleTimeout)}
+	case f.httpLimits.MaxConns < 1:
+		return usageError{fmt.Errorf("--max-http-conns %d must be at least 1", f.httpLimits.MaxConns)}
+	case f.cfg.MaxBufferedContent < 1<<20:
+		return usageError{fmt.Errorf("--max-buffered-content %d must be at least 1 MiB (1048576)", f.cfg.MaxBufferedContent)}
 	}
 	if f.postgres == "" {
 		f.postgres = os.Getenv(EnvPostgres)
@@ -172,6 +184,9 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 		return usageError{err}
 	}
 	hs := newHTTPServer(srv, log, f.verbose)
+	if ln, err = srv.LimitHTTP(hs, ln, f.httpLimits); err != nil {
+		return usageError{err}
+	}
 	served := make(chan error, 1)
 	go func() {
 		if f.tlsCert != "" {
@@ -295,10 +310,10 @@ func newHTTPServer(srv *lane.Server, log *slog.Logger, verbose bool) *http.Serve
 			log.Debug("http", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "dur", time.Since(start))
 		})
 	}
+	// The timeouts and the connection cap are set by lane.Server.LimitHTTP.
 	return &http.Server{
-		Handler:           h,
-		ReadHeaderTimeout: 10 * time.Second,
-		ErrorLog:          slog.NewLogLogger(log.Handler(), slog.LevelWarn),
+		Handler:  h,
+		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
 }
 
