@@ -183,9 +183,13 @@ func (p *policy) check(path, real string) *protocol.Failure {
 		f := ownRefusal(path, real)
 		return &f
 	case !p.allowed(real):
-		f := failf(protocol.ErrPermissionDenied, "%q resolves to %q, which is outside every allowed root (%s): refused by this device's containment policy; "+
+		where := strconv.Quote(path) + " is"
+		if path != real {
+			where = strconv.Quote(path) + " resolves to " + strconv.Quote(real) + ", which is"
+		}
+		f := failf(protocol.ErrPermissionDenied, "%s outside every allowed root (%s): refused by this device's containment policy; "+
 			"`sema device serve %s %s` would serve it",
-			path, real, strings.Join(p.roots, ", "), AllowPathFlag, suggestRoot(real))
+			where, strings.Join(p.roots, ", "), AllowPathFlag, suggestRoot(real))
 		return &f
 	}
 	return nil
