@@ -15,6 +15,7 @@ import (
 	"github.com/sema-agent/sema/executor/approve"
 	"github.com/sema-agent/sema/executor/ops"
 	"github.com/sema-agent/sema/internal/clock"
+	"github.com/sema-agent/sema/internal/syncbuf"
 	"github.com/sema-agent/sema/nexting"
 	"github.com/sema-agent/sema/nexting/bleadapter"
 	"github.com/sema-agent/sema/protocol"
@@ -365,7 +366,7 @@ func TestGateBLEWithoutBluetooth(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &syncbuf.Buffer{}
 	g, err := approve.New(approve.Config{WorkspaceRoot: t.TempDir(), Device: tg.String(), Open: tg.Open,
 		ConnectTimeout: tg.ConnectTimeout(), Clock: fc, Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
@@ -386,24 +387,6 @@ func TestGateBLEWithoutBluetooth(t *testing.T) {
 	if out := logs.String(); !strings.Contains(out, "cannot connect to the approval device") || !strings.Contains(out, "no Bluetooth adapter") {
 		t.Fatalf("logs: %s", out)
 	}
-}
-
-// logBuffer is a log destination safe for the gate's goroutine.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // A write waiting for approval takes its payload frames as they come (the
