@@ -69,9 +69,11 @@ func TestAuditRetentionKeepsTheFirstStartsRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	again := startProc(t, nil, nil, "server", "--listen", "127.0.0.1:0", "--data", data, "--audit-retention", "24h")
-	waitFor(t, "the old row pruned", func() bool {
+	waitFor(t, "the old row pruned and the server listening", func() bool {
+		// The log reaches the test through a pipe: wait for it too, not
+		// only for the database.
 		rows, err := st.AuditEvents(t.Context(), store.AuditFilter{Event: "test.old"})
-		return err == nil && len(rows) == 0
+		return err == nil && len(rows) == 0 && listeningURL.MatchString(again.stderr.String())
 	})
 	if strings.Contains(again.stdout.String(), "sema_") || !strings.Contains(again.stderr.String(), "admin identity exists") {
 		t.Fatalf("the restart after the retention:\n%s\n%s", again.stdout, again.stderr)
