@@ -1,0 +1,112 @@
+package api
+
+import (
+	"bufio"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/sema-agent/sema/protocol"
+)
+
+// The NDJSON stream of an instruction (POST /v1/devices/{id}/instructions):
+// one JSON object per line, "accepted" first, then chunks in stream order,
+// then exactly one "outcome", last.
+const (
+	EventAccepted = "accepted"
+	EventChunk    = "chunk"
+	EventOutcome  = "outcome"
+)
+
+// ContentTypeNDJSON is the media type of an instruction's event stream.
+const ContentTypeNDJSON = "application/x-ndjson"
+
+// Event is one line of an instruction's stream.
+type Event struct {
+	Event         string // EventAccepted, EventChunk or EventOutcome
+	InstructionID string // accepted
+	// Chunk: Kind is stdout, stderr, data or exit; Data the decoded bytes
+	// (valid until the next call of EventReader.Next); ExitCode for exit.
+	Kind      protocol.ChunkKind
+	StreamSeq int64
+	Data      []byte
+	ExitCode  *int
+	// Outcome: State is terminal or terminal_never_started; Outcome the
+	// outcome object as the lane sent it.
+	State   protocol.InstructionState
+	Outcome json.RawMessage
+}
+
+// MaxEventLine bounds one line of the stream: a chunk of the largest frame
+// the protocol allows (1 MiB) is well under it once base64-encoded.
+const MaxEventLine = 8 << 20
+
+// EventReader reads an instruction's NDJSON stream.
+type EventReader struct {
+	br *bufio.Reader
+}
+
+// NewEventReader reads events from r.
+func NewEventReader(r io.Reader) *EventReader {
+	return &EventReader{br: bufio.NewReaderSize(r, 1<<20)}
+}
+
+// ErrBadEvent wraps every malformed line.
+var ErrBadEvent = errors.New("a bad line in the lane's stream")
+
+type wireEvent struct {
+	Event         string                    `json:"event"`
+	InstructionID string                    `json:"instructionId"`
+	Kind          protocol.ChunkKind        `json:"kind"`
+	StreamSeq     int64                     `json:"streamSeq"`
+	DataB64       *string                   `json:"dataB64"`
+	ExitCode      *int                      `json:"exitCode"`
+	State         protocol.InstructionState `json:"state"`
+	Outcome       json.RawMessage           `json:"outcome"`
+}
+
+// Next returns the next event; io.EOF at a clean end of the stream (which,
+// before an outcome, the caller must treat as a broken stream).
+func (r *EventReader) Next() (Event, error) {
+	line, err := r.readLine()
+	if err != nil {
+		return Event{}, err
+	}
+	var w wireEvent
+	if err := json.Unmarshal(line, &w); err != nil {
+		return Event{}, fmt.Errorf("%w: %v", ErrBadEvent, err)
+	}
+	e := Event{Event: w.Event, InstructionID: w.InstructionID, Kind: w.Kind, StreamSeq: w.StreamSeq,
+		ExitCode: w.ExitCode, State: w.State, Outcome: w.Outcome}
+	if w.Event == EventChunk && w.DataB64 != nil {
+		if e.Data, err = protocol.DecodeCanonicalBase64(*w.DataB64); err != nil {
+			return Event{}, fmt.Errorf("%w: chunk %d: %v", ErrBadEvent, w.StreamSeq, err)
+		}
+	}
+	return e, nil
+}
+
+func (r *EventReader) readLine() ([]byte, error) {
+	var long []byte
+	for {
+		frag, err := r.br.ReadSlice('\n')
+		if err == nil {
+			if long != nil {
+				return append(long, frag...), nil
+			}
+			return frag, nil
+		}
+		if errors.Is(err, bufio.ErrBufferFull) {
+			long = append(long, frag...)
+			if len(long) > MaxEventLine {
+				return nil, fmt.Errorf("%w: a line over %d bytes", ErrBadEvent, MaxEventLine)
+			}
+			continue
+		}
+		if err == io.EOF && len(long)+len(frag) > 0 {
+			return nil, io.ErrUnexpectedEOF
+		}
+		return nil, err
+	}
+}
