@@ -1,7 +1,7 @@
 # The one test command (README "Testing"); .ci/run runs exactly `make test`.
 GO ?= go
 
-.PHONY: test fmt-check vet race fuzz bench shutdown-fleet
+.PHONY: test fmt-check vet race fuzz bench shutdown-fleet soak
 
 test: fmt-check vet race
 
@@ -33,3 +33,8 @@ bench:
 # released in one statement (lane/shutdown_leases_test.go).
 shutdown-fleet:
 	LANE_SHUTDOWN_FLEET=10000 $(GO) test -count=1 -run '^TestShutdownReleasesTheLeasesOfAFullFleet$$' -v ./lane
+
+# The long runs the test command keeps a slice of (SEMA_SOAK=1): 1 GiB
+# through the real HTTP API into a reader that stalls up to 20 s, 20 times.
+soak:
+	SEMA_SOAK=1 $(GO) test -count=1 -timeout 3h -run '^TestAStallingHTTPReaderGetsEveryByteAndNoCancel$$' -v ./e2e

@@ -36,6 +36,9 @@ type Event struct {
 	// outcome object as the lane sent it.
 	State   protocol.InstructionState
 	Outcome json.RawMessage
+	// CancelledBy is "lane" when the lane cancelled the command on its own
+	// (its output outran the pending-delivery bound, §4).
+	CancelledBy string
 }
 
 // MaxEventLine bounds one line of the stream: a chunk of the largest frame
@@ -64,6 +67,7 @@ type wireEvent struct {
 	ExitCode      *int                      `json:"exitCode"`
 	State         protocol.InstructionState `json:"state"`
 	Outcome       json.RawMessage           `json:"outcome"`
+	CancelledBy   string                    `json:"cancelledBy"`
 }
 
 // Next returns the next event; io.EOF at a clean end of the stream (which,
@@ -78,7 +82,7 @@ func (r *EventReader) Next() (Event, error) {
 		return Event{}, fmt.Errorf("%w: %v", ErrBadEvent, err)
 	}
 	e := Event{Event: w.Event, InstructionID: w.InstructionID, Kind: w.Kind, StreamSeq: w.StreamSeq,
-		ExitCode: w.ExitCode, State: w.State, Outcome: w.Outcome}
+		ExitCode: w.ExitCode, State: w.State, Outcome: w.Outcome, CancelledBy: w.CancelledBy}
 	if w.Event == EventChunk && w.DataB64 != nil {
 		if e.Data, err = protocol.DecodeCanonicalBase64(*w.DataB64); err != nil {
 			return Event{}, fmt.Errorf("%w: chunk %d: %v", ErrBadEvent, w.StreamSeq, err)

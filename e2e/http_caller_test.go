@@ -22,6 +22,7 @@ type httpEvent struct {
 	ExitCode      *int            `json:"exitCode"`
 	State         string          `json:"state"`
 	Outcome       json.RawMessage `json:"outcome"`
+	CancelledBy   string          `json:"cancelledBy"`
 }
 
 // postExec starts an exec through the HTTP plane (via the proxy, as a

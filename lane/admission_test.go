@@ -253,7 +253,21 @@ func TestDeliveryOverflowCancelsTheCommand(t *testing.T) {
 	fd.result(call.ID, 0, protocol.CancelledOutcome{State: protocol.CancelKilled})
 	fd.expectResultAck(call.ID)
 	chunks, s := events(t, call)
-	if len(chunks) != 2 || s.Outcome.Kind() != protocol.OutcomeCancelled {
-		t.Fatalf("%d chunks, settlement %+v", len(chunks), s)
+	if len(chunks) != 2 {
+		t.Fatalf("%d chunks delivered, want the 2 the bound admitted", len(chunks))
+	}
+	// The caller did not get all the output: never the device's cancel
+	// receipt as it stands, but the lane's failure naming the bound.
+	f := wantFailure(t, s, protocol.StateTerminal, protocol.ErrAborted)
+	for _, want := range []string{"the lane cancelled the command", "pending-delivery bound", "streamSeq 2", "killed"} {
+		if !strings.Contains(f.Message, want) {
+			t.Errorf("message %q does not say %q", f.Message, want)
+		}
+	}
+	if !s.LaneCancelled {
+		t.Error("Settlement.LaneCancelled is false for the lane's own cancel")
+	}
+	if n := l.srv.Metrics().DeliveryOverflows; n != 1 {
+		t.Errorf("DeliveryOverflows = %d, want 1", n)
 	}
 }

@@ -36,6 +36,11 @@ type Instruction struct {
 type Settlement struct {
 	State   protocol.InstructionState
 	Outcome protocol.Outcome
+	// LaneCancelled: the lane itself cancelled the command because its
+	// output outran the pending-delivery bound (§4); Outcome is then the
+	// lane's failure that says so (aborted, or outcome_unknown), never the
+	// device's answer as it stood, since output was dropped.
+	LaneCancelled bool
 }
 
 // Event is one thing a Call yields: a chunk, in stream order, or the
@@ -57,10 +62,13 @@ var ErrDeliveryOverflow = errors.New("lane: the caller did not keep up with the 
 // DeliveryBytes) waits unread, and again once Next has taken enough. The
 // executor holds back output it has not had acknowledged, so a slow reader
 // slows the command (its pipe fills and it blocks, as under ssh) instead of
-// losing output. A caller that does not read stalls the command until its
-// timeout; one that must not, drains Next. The bound itself still holds
+// losing output; backlog.go gives the argument that our executor can never
+// overflow the bound. A caller that does not read stalls the command until
+// its timeout; one that must not, drains Next. The bound itself still holds
 // against a device that runs ahead of its acknowledgements: an overflow
-// cancels the remote command (§4) and Err reports ErrDeliveryOverflow.
+// cancels the remote command (§4), the settlement is the lane's aborted
+// failure naming the bound (Settlement.LaneCancelled), and Err reports
+// ErrDeliveryOverflow.
 type Call struct {
 	ID       string
 	DeviceID string
@@ -72,13 +80,12 @@ type Call struct {
 	// The consumer side, under mu.
 	mu         sync.Mutex
 	events     []Event
-	pendBytes  int
+	backlog    backlog
 	overflowed bool
 	notify     chan struct{}
 	done       chan struct{}
 	settlement Settlement
 	finished   bool // the settlement event was taken by Next
-	ackHeld    bool // output was left unacknowledged: Next releases it
 
 	// The lane side, under the device's lock.
 	state       protocol.InstructionState
@@ -88,6 +95,7 @@ type Call struct {
 	stream      *stream
 	resultSeq   int64 // highest deviceSeq seen; -1 for none
 	ackedTo     int64 // the chunkAck watermark sent; -1 for none
+	droppedFrom int64 // the first streamSeq the delivery bound dropped; -1 for none
 	sent        chan struct{}
 	ceiling     clock.Timer
 	gapTimer    clock.Timer
@@ -105,19 +113,17 @@ func (c *Call) Next(ctx context.Context) (Event, error) {
 			e := c.events[0]
 			c.events[0] = Event{}
 			c.events = c.events[1:]
+			var upTo int64
+			var release bool
 			if e.Chunk != nil {
-				c.pendBytes -= len(e.Chunk.Data)
+				upTo, release = c.backlog.take(len(e.Chunk.Data))
 			}
 			if e.Settled != nil {
 				c.finished = true
 			}
-			release := c.ackHeld && c.withinAckWindowLocked()
-			if release {
-				c.ackHeld = false
-			}
 			c.mu.Unlock()
 			if release {
-				c.srv.releaseAck(c)
+				c.srv.releaseAck(c, upTo)
 			}
 			return e, nil
 		}
@@ -167,42 +173,28 @@ func (c *Call) Cancel() { c.srv.cancel(c) }
 
 // push queues a chunk for the consumer; false if the delivery bound
 // overflowed (the chunk is dropped and the caller must cancel).
-func (c *Call) push(ch protocol.Chunk, maxEntries, maxBytes int) bool {
+func (c *Call) push(ch protocol.Chunk) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.overflowed {
 		return true // already being cancelled; further output is dropped
 	}
-	if len(c.events)+1 > maxEntries || c.pendBytes+len(ch.Data) > maxBytes {
+	if !c.backlog.push(ch.StreamSeq, len(ch.Data)) {
 		c.overflowed = true
 		return false
 	}
 	c.events = append(c.events, Event{Chunk: &ch})
-	c.pendBytes += len(ch.Data)
 	c.wake()
 	return true
 }
 
 // ackNow decides, after chunks were pushed, whether the lane acknowledges
-// them now; if not, the next Next that brings the backlog inside the window
-// does (releaseAck).
-func (c *Call) ackNow() bool {
+// them now and up to which streamSeq (see backlog); if not, the Next that
+// brings the backlog inside the window does (releaseAck).
+func (c *Call) ackNow() (upTo int64, ack bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.withinAckWindowLocked() {
-		return true
-	}
-	c.ackHeld = true
-	return false
-}
-
-// withinAckWindowLocked: at most half the delivery bound waits unread, so
-// the output a device may send on the strength of an acknowledgement — our
-// executor's default is 1 MiB unacknowledged per instruction — fits in the
-// other half.
-func (c *Call) withinAckWindowLocked() bool {
-	cfg := &c.srv.cfg
-	return c.pendBytes <= cfg.DeliveryBytes/2 && len(c.events) <= cfg.DeliveryEntries/2
+	return c.backlog.afterPush()
 }
 
 // finish records the settlement, once.

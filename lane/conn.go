@@ -420,7 +420,10 @@ func (s *Server) attach(c *conn, d *deviceState, epoch string) (*protocol.HelloA
 	for _, call := range d.sortedCalls() {
 		call.frame.Gen = gen
 		pending = append(pending, call.ID)
-		watermarks[call.ID] = call.stream.watermark
+		// The acknowledged watermark, not the delivered one: chunks the
+		// lane withheld its ack for are not yet accepted (§4), and the
+		// device re-sends them as absorbed duplicates (backlog.go).
+		watermarks[call.ID] = call.ackedTo
 	}
 	d.epoch = epoch
 	d.conn = c

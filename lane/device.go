@@ -51,6 +51,10 @@ func (s *Server) settle(d *deviceState, c *Call, state protocol.InstructionState
 	if !committed {
 		c.dropContent() // never sent: no send goroutine will
 	}
+	laneCancelled := c.droppedFrom >= 0
+	if laneCancelled {
+		o = s.overflowOutcome(c, o) // the caller did not get all the output
+	}
 	c.state = state
 	s.metrics.settled(state, o)
 	for _, t := range []clock.Timer{c.ceiling, c.gapTimer, c.cancelTimer} {
@@ -70,7 +74,7 @@ func (s *Server) settle(d *deviceState, c *Call, state protocol.InstructionState
 		s.neverStarted.add(c.ID, d.id)
 	}
 	s.callsMu.Unlock()
-	c.finish(Settlement{State: state, Outcome: o})
+	c.finish(Settlement{State: state, Outcome: o, LaneCancelled: laneCancelled})
 	s.pump(d)
 }
 

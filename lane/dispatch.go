@@ -66,7 +66,7 @@ func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instru
 		ID: frame.InstructionID, DeviceID: deviceID, Kind: in.Kind, srv: s, owner: owner,
 		notify: make(chan struct{}, 1), done: make(chan struct{}), sent: make(chan struct{}),
 		state: protocol.StateQueued, frame: frame, content: in.Content, contentDone: sync.OnceFunc(contentDone),
-		resultSeq: -1, ackedTo: -1,
+		resultSeq: -1, ackedTo: -1, backlog: newBacklog(s.cfg.DeliveryEntries, s.cfg.DeliveryBytes), droppedFrom: -1,
 	}
 	d := s.device(deviceID)
 	d.mu.Lock()

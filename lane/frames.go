@@ -212,19 +212,21 @@ func (s *Server) handleChunk(c *conn, ch *protocol.Chunk) {
 		return
 	}
 	for _, out := range delivered {
-		if !call.push(out, s.cfg.DeliveryEntries, s.cfg.DeliveryBytes) {
-			call.cancelWant = true // §4: a consumer that cannot keep up cancels the command
-			s.deliverCancel(d, call)
+		if !call.push(out) {
+			s.deliveryOverflow(d, call, out.StreamSeq)
 		}
 	}
 	s.gapTimer(d, call, len(delivered) > 0)
 	// The acknowledgement paces the device by the caller's reading (see
-	// Call): new output is acknowledged while the backlog is inside the
+	// backlog): new output is acknowledged while the backlog is inside the
 	// window; a duplicate or out-of-order chunk is re-acknowledged with the
 	// watermark already sent (§4), never a withheld one.
-	advanced := len(delivered) > 0 && call.ackNow()
-	if advanced {
-		call.ackedTo = call.stream.watermark
+	advanced := false
+	if len(delivered) > 0 {
+		var upTo int64
+		if upTo, advanced = call.ackNow(); advanced && upTo > call.ackedTo {
+			call.ackedTo = upTo
+		}
 	}
 	watermark := call.ackedTo
 	d.mu.Unlock()
@@ -233,17 +235,18 @@ func (s *Server) handleChunk(c *conn, ch *protocol.Chunk) {
 	}
 }
 
-// releaseAck acknowledges the output delivered so far, once the caller has
-// read enough of a backlog for which acknowledgements were withheld.
-func (s *Server) releaseAck(call *Call) {
+// releaseAck acknowledges output up to upTo — what had been pushed when the
+// reader's Next brought the backlog back inside the window, never more
+// (backlog.go explains why).
+func (s *Server) releaseAck(call *Call, upTo int64) {
 	d := s.device(call.DeviceID)
 	d.mu.Lock()
 	conn := d.conn
-	if call.state != protocol.StateDispatchCommitted || conn == nil || !conn.takesCancels() || call.stream.watermark <= call.ackedTo {
+	if call.state != protocol.StateDispatchCommitted || conn == nil || !conn.takesCancels() || upTo <= call.ackedTo {
 		d.mu.Unlock()
 		return
 	}
-	call.ackedTo = call.stream.watermark
+	call.ackedTo = upTo
 	frame := &protocol.ChunkAck{Gen: conn.gen, InstructionID: call.ID, UpToStreamSeq: call.ackedTo}
 	d.mu.Unlock()
 	conn.write(frame)

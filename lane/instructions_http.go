@@ -312,7 +312,11 @@ func (s *Server) streamCall(w http.ResponseWriter, r *http.Request, call *Call) 
 			continue
 		}
 		outcome, _ := e.Settled.Outcome.(interface{ MarshalJSON() ([]byte, error) }).MarshalJSON()
-		line(map[string]any{"event": "outcome", "state": e.Settled.State, "outcome": json.RawMessage(outcome)})
+		ev := map[string]any{"event": "outcome", "state": e.Settled.State, "outcome": json.RawMessage(outcome)}
+		if e.Settled.LaneCancelled {
+			ev["cancelledBy"] = "lane"
+		}
+		line(ev)
 		return
 	}
 }

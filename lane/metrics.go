@@ -33,6 +33,8 @@ type metrics struct {
 	httpOpen    atomic.Int64  // open non-WebSocket HTTP connections
 	httpRefused atomic.Uint64 // connections closed at the cap
 	contentBusy atomic.Uint64 // instruction requests answered 503 service.busy
+
+	deliveryOverflows atomic.Uint64 // commands the lane cancelled for the delivery bound
 }
 
 func (m *metrics) httpConnsOpen(delta int64) { m.httpOpen.Add(delta) }
@@ -104,6 +106,9 @@ type Metrics struct {
 	HTTPConnsRefused uint64 // connections closed at once at the HTTPLimits.MaxConns cap
 	BufferedContent  int64  // bytes of the buffered-content budget reserved now
 	ContentBusy      uint64 // instruction requests refused 503 service.busy
+	// DeliveryOverflows counts commands the lane cancelled because their
+	// output outran the pending-delivery bound (§4).
+	DeliveryOverflows uint64
 
 	Dispatches []Count // {state, outcome}: settled instructions
 	Refusals   []Count // {what, reason}: hellos, frames, upgrades, enrollments refused
@@ -123,6 +128,7 @@ func (s *Server) Metrics() Metrics {
 	m.AuditRowsDropped = s.audits.droppedTotal.Load()
 	m.HTTPConns, m.HTTPConnsRefused = s.metrics.httpOpen.Load(), s.metrics.httpRefused.Load()
 	m.BufferedContent, m.ContentBusy = s.budget.inUse(), s.metrics.contentBusy.Load()
+	m.DeliveryOverflows = s.metrics.deliveryOverflows.Load()
 	for _, d := range devices {
 		d.mu.Lock()
 		if c := d.conn; c != nil && (c.state == connActive || c.state == connAwaitingAck || c.state == connLeaving) {
@@ -184,6 +190,7 @@ func (s *Server) WriteMetrics(w io.Writer) error {
 	plain("sema_lane_http_connections_refused_total", "HTTP connections closed at once at the connection cap.", m.HTTPConnsRefused)
 	gauge("sema_lane_buffered_content_bytes", "Bytes of instruction bodies and write content held in memory now (reserved).", m.BufferedContent)
 	plain("sema_lane_content_busy_total", "Instruction requests refused 503 service.busy: the buffered-content budget was full.", m.ContentBusy)
+	plain("sema_lane_delivery_overflows_total", "Commands the lane cancelled because their output outran the pending-delivery bound (a device sending past its acknowledgements).", m.DeliveryOverflows)
 	counter("sema_lane_dispatches_total", "Settled instructions by state and outcome (the outcome kind, or the errorCode of a failure).",
 		"state", "outcome", m.Dispatches)
 	counter("sema_lane_refusals_total", "Refusals by what was refused (hello, frame, upgrade, handshake, outcome, enroll, enroll_rate) and reason code.",

@@ -69,3 +69,37 @@ func next(t *testing.T, c *Call) Event {
 	}
 	return e
 }
+
+// R2 with a withheld acknowledgement: helloAck.chunkWatermarks reports the
+// acknowledged watermark, not the delivered one, so a reconnect cannot hand
+// the device a fresh allowance on top of a backlog nobody has read
+// (backlog.go). The chunks re-sent from there are absorbed as duplicates,
+// delivered once, and acknowledged as the reader catches up.
+func TestReconnectReportsTheAcknowledgedWatermark(t *testing.T) {
+	l := newWSLane(t, func(c *Config) { c.DeliveryEntries = 4 })
+	fd := l.enroll()
+	fd.establish()
+	call := runKind(t, l, fd, execInstr("yes"))
+	for seq := range int64(3) {
+		fd.chunk(call.ID, seq, protocol.ChunkStdout, "y\n")
+	}
+	fd.expectChunkAck(call.ID, 0)
+	fd.expectChunkAck(call.ID, 1)
+	fd.barrier() // streamSeq 2 delivered, its acknowledgement withheld
+
+	fd.drop()
+	ack := fd.connect()
+	if got := ack.ChunkWatermarks[call.ID]; got != 1 {
+		t.Fatalf("chunkWatermarks[%s] = %d after a withheld ack, want the acknowledged 1", call.ID, got)
+	}
+	fd.send(&protocol.GenerationAck{Gen: fd.gen})
+	fd.chunk(call.ID, 2, protocol.ChunkStdout, "y\n") // the device re-sends from the watermark
+	fd.expectChunkAck(call.ID, 1)
+	for range 3 {
+		next(t, call)
+	}
+	fd.expectChunkAck(call.ID, 2)
+	if call.Err() != nil {
+		t.Fatalf("Err() = %v", call.Err())
+	}
+}

@@ -37,7 +37,10 @@ const (
 	ExitTimeout      = 124 // the device killed the command at --timeout
 	ExitNeverStarted = 125 // the lane refused it or it never started: nothing ran, safe to retry
 	ExitCancelled    = 130 // Ctrl-C: the device confirmed the command was stopped (128 + SIGINT)
-	ExitLaneFailure  = 255 // any other failure; the command may have run (outcome_unknown, a broken stream)
+	// ExitLaneCancelled: the lane itself cancelled the command (its output
+	// outran the pending-delivery bound, §4); the output is incomplete.
+	ExitLaneCancelled = 254
+	ExitLaneFailure   = 255 // any other failure; the command may have run (outcome_unknown, a broken stream)
 )
 
 // clientFlags are the flags of every command that talks to the lane as a
@@ -265,6 +268,8 @@ type result struct {
 	Outcome outcome
 	// Interrupted: ctx ended during the call and a cancel was sent.
 	Interrupted bool
+	// LaneCancelled: the lane cancelled it on its own (cancelledBy "lane").
+	LaneCancelled bool
 }
 
 // streamEvent is one NDJSON line of the instruction stream.
@@ -277,6 +282,7 @@ type streamEvent struct {
 	ExitCode      *int            `json:"exitCode"`
 	State         string          `json:"state"`
 	Outcome       json.RawMessage `json:"outcome"`
+	CancelledBy   string          `json:"cancelledBy"`
 }
 
 // chunkSink takes a stream's chunks in order: kind stdout, stderr or data.
@@ -389,7 +395,7 @@ func (c *apiClient) instruct(ctx context.Context, deviceID string, in instructio
 				return res, broken("%v", err)
 			}
 		case "outcome":
-			res.State = ev.State
+			res.State, res.LaneCancelled = ev.State, ev.CancelledBy == "lane"
 			if err := json.Unmarshal(ev.Outcome, &res.Outcome); err != nil {
 				return res, broken("a bad outcome in the lane's stream: %v", err)
 			}
@@ -431,6 +437,10 @@ func (r result) failure(wantKind string) error {
 		return &ExitError{Code: code, Err: fmt.Errorf(format, args...)}
 	}
 	switch {
+	case r.LaneCancelled:
+		// Not the user's Ctrl-C: 130 stays theirs alone. The message starts
+		// "the lane cancelled the command: …".
+		return fail(ExitLaneCancelled, "%s", o.Message)
 	case o.OK && o.Kind == "cancelled":
 		return fail(ExitCancelled, "cancelled (%s)", o.State)
 	case o.OK && o.Kind == wantKind:

@@ -37,6 +37,7 @@ func newFSCmd() *cobra.Command {
 			"  125  never started, nothing ran: the lane refused it, the device is offline or unknown, or\n" +
 			"       nothing was sent (a missing or unreadable local file, the server unreachable)\n" +
 			"  130  cancelled with Ctrl-C\n" +
+			"  254  the lane cancelled the read (its output outran the lane's delivery bound)\n" +
 			"  255  the outcome is unknown (outcome_unknown, a broken stream)",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {

@@ -32,6 +32,7 @@ func newRunCmd() *cobra.Command {
 			"       device refused to start it (approval denied, permission_denied, a missing --cwd), or\n" +
 			"       nothing was sent (the server unreachable, the API key file unreadable)\n" +
 			"  130  cancelled with Ctrl-C, confirmed by the device\n" +
+			"  254  the lane cancelled the command (its output outran the lane's delivery bound)\n" +
 			"  255  the lane lost track (outcome_unknown, a broken stream): the command may have run\n" +
 			"    2  usage (an unknown command or flag included)",
 		Args: func(c *cobra.Command, args []string) error {
