@@ -83,7 +83,7 @@ func readStalling(t *testing.T, e *env, size int64, rng *rand.Rand, maxStall tim
 			}
 			got += int64(len(data))
 		}
-		if rng.IntN(400) == 0 { // about once per 25 MiB of 64 KiB chunks
+		if rng.Int64N(max(size>>16/4, 1)) == 0 { // about four stalls a round, at random chunks
 			stalls++
 			time.Sleep(time.Duration(rng.Int64N(int64(maxStall))))
 		}
