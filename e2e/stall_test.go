@@ -11,6 +11,9 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/protocol"
 )
 
 // stallPlan is the size of the stalling-reader test: a slice in the test
@@ -29,7 +32,13 @@ func stallPlan() (size int64, rounds int, maxStall time.Duration) {
 // behind at the wrong instant saw "cancelled (killed)".
 func TestAStallingHTTPReaderGetsEveryByteAndNoCancel(t *testing.T) {
 	size, rounds, maxStall := stallPlan()
-	e := newEnv(t)
+	// The deployment's heartbeat and reconnect grace, not the harness's
+	// short ones: this is about flow control, and a loaded machine that
+	// misses 500 ms heartbeats tests drops instead (resumes are covered by
+	// the drop suites).
+	e := newEnv(t, func(c *lane.Config) {
+		c.HeartbeatInterval, c.ReconnectGrace = protocol.DefaultHeartbeatInterval, protocol.DefaultReconnectGrace
+	})
 	e.startExecutor()
 	e.online()
 	for round := range rounds {
