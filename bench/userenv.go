@@ -151,7 +151,7 @@ func (e *Env) lane(cmd *exec.Cmd, sample bool) Result {
 		r.RSSPeak = s.Stop()
 	}
 	if err != nil {
-		r.Err = fmt.Errorf("%v: %s", err, errTail.String())
+		r.Err = fmt.Errorf("%v: %s", err, strings.ReplaceAll(errTail.String(), e.U.Local+"/", ""))
 	}
 	var cli time.Duration
 	if ps := cmd.ProcessState; ps != nil {

@@ -16,6 +16,8 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
 	"os/signal"
 	"runtime"
@@ -108,6 +110,7 @@ func userPath(ctx context.Context, c config, ssh *bench.SSH) int {
 // this process against local work and ssh.
 func inProcess(ctx context.Context) int {
 	testing.Init()
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil))) // the rig's enrollment note
 	r, err := bench.NewRig(ctx)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "ratios:", err)

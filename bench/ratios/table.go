@@ -38,6 +38,9 @@ func (t *table) print(w io.Writer, markdown bool) {
 // p99 for round trips, or why it failed.
 func cell(row bench.UserRow, size int64, r bench.Result) string {
 	if r.Err != nil {
+		if r.Time > 0 {
+			return fmt.Sprintf("failed after %.2f s: %s", r.Time.Seconds(), clip(r.Err.Error(), 110))
+		}
 		return "failed: " + clip(r.Err.Error(), 110)
 	}
 	if row.Bytes {
