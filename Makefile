@@ -1,7 +1,7 @@
 # The one test command (README "Testing"); .ci/run runs exactly `make test`.
 GO ?= go
 
-.PHONY: test fmt-check vet race fuzz bench shutdown-fleet soak
+.PHONY: test fmt-check vet race fuzz bench ratios shutdown-fleet soak
 
 test: fmt-check vet race
 
@@ -28,6 +28,12 @@ fuzz:
 
 bench:
 	./scripts/with-postgres $(GO) test -run '^$$' -bench . -benchmem ./protocol ./lane/... ./nexting/...
+
+# The user's path against ssh, side by side (README "Performance"); not part
+# of test. RATIOS passes flags: make ratios RATIOS="-size 256M -rounds 3 -markdown"
+RATIOS ?=
+ratios:
+	$(GO) run ./bench/ratios $(RATIOS)
 
 # 10,000 devices connected from a child process, then Shutdown: every lease
 # released in one statement (lane/shutdown_leases_test.go).

@@ -10,12 +10,16 @@ import (
 )
 
 // sshArgs reach this machine's sshd over loopback without prompts, or nil
-// when none answers (then the ssh columns are left out). The connections
-// are multiplexed over one master (ControlMaster), as the lane's are over
-// one WebSocket: a run pays for the command, not for a new key exchange
-// (which alone takes a few hundred milliseconds here). The master lingers
-// for ten seconds after the last use.
+// when none answers (then the ssh columns are left out): the connection
+// UseSSH set, else the machine's sshd on port 22. The connections are
+// multiplexed over one master (ControlMaster), as the lane's are over one
+// WebSocket: a run pays for the command, not for a new key exchange (which
+// alone takes a few hundred milliseconds here). The master of port 22
+// lingers for ten seconds after the last use.
 func sshArgs() []string {
+	if using != nil {
+		return using.Args
+	}
 	control := filepath.Join(os.TempDir(), "sema-bench-ssh-%C")
 	args := []string{"-o", "BatchMode=yes", "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null", "-o", "LogLevel=ERROR",
 		"-o", "ControlMaster=auto", "-o", "ControlPath=" + control, "-o", "ControlPersist=10s", "127.0.0.1"}
@@ -24,6 +28,13 @@ func sshArgs() []string {
 	}
 	return args
 }
+
+// using is the ssh connection of UseSSH.
+var using *SSH
+
+// UseSSH makes the ssh pairs go through s (e.g. the runner's throwaway
+// sshd); nil goes back to probing port 22. Not safe beside running pairs.
+func UseSSH(s *SSH) { using = s }
 
 // SSHAvailable reports whether ssh to 127.0.0.1 works without a prompt.
 func SSHAvailable() bool { return sshArgs() != nil }

@@ -1,17 +1,28 @@
-// Command ratios measures the device lane against local baselines in one
-// run and prints them side by side:
+// Command ratios measures the device lane against baselines in one run
+// and prints them side by side:
 //
-//	go run ./bench/ratios
+//	go run ./bench/ratios [-size 1G] [-rounds 1] [-rows all] [-inprocess=true] [-markdown]
 //
-// Each row is one kind of work: through the lane (the real lane server and
-// the real executor over loopback), done locally, and over ssh to
-// 127.0.0.1 when an sshd answers without a prompt.
+// The user's-path rows (issue 13 item 2) build the sema binary once, start
+// a real `sema server` and a real `sema device serve` as child processes on
+// loopback and drive them as a user does — the `sema` CLI, or a plain HTTP
+// client — beside ssh to 127.0.0.1 over one multiplexed connection
+// (ControlMaster): the machine's sshd when it lets this user in without a
+// prompt, else a throwaway sshd the runner starts from /usr/sbin/sshd. The
+// in-process pairs (the lane and the executor in this process, through
+// Call.Next, which no user touches) are kept beside them.
 package main
 
 import (
 	"context"
 	"fmt"
+	"io"
+	"log/slog"
 	"os"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,14 +30,95 @@ import (
 )
 
 func main() {
-	testing.Init()
-	r, err := bench.NewRig(context.Background())
+	c, err := parseFlags(os.Args[1:], os.Stderr)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
+		fmt.Fprintln(os.Stderr, "ratios:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, c))
+}
+
+func run(ctx context.Context, c config) int {
+	fmt.Printf("sema ratios, %s UTC: %s, %d CPUs, %s; N = %s, %d round(s)\n",
+		time.Now().UTC().Format("2006-01-02 15:04"), cpuModel(), runtime.NumCPU(), runtime.Version(), bench.FormatSize(c.size), c.rounds)
+	ssh, err := bench.OpenSSH()
+	if err != nil {
+		fmt.Printf("ssh: %v; ssh columns left out\n", err)
+		ssh = nil
+	} else {
+		defer ssh.Close()
+		bench.UseSSH(ssh)
+		defer bench.UseSSH(nil)
+		who := "the machine's sshd on port 22"
+		if ssh.Own {
+			who = "a throwaway sshd (" + bench.SSHDPath + ") on loopback"
+		}
+		fmt.Printf("ssh: %s, one ControlMaster connection, cipher %s (both sides' defaults)\n", who, ssh.Cipher)
+	}
+	if c.inprocess {
+		if code := inProcess(ctx); code != 0 {
+			return code
+		}
+	}
+	if len(c.rows) == 0 {
+		return 0
+	}
+	return userPath(ctx, c, ssh)
+}
+
+func userPath(ctx context.Context, c config, ssh *bench.SSH) int {
+	fmt.Println("\nuser's path: building sema, starting `sema server` and `sema device serve`…")
+	u, err := bench.StartUserPath(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ratios:", err)
+		return 1
+	}
+	defer u.Close()
+	e := bench.NewEnv(u, ssh, c.size, c.trips)
+	var rows []bench.UserRow
+	for _, r := range bench.UserRows {
+		for _, id := range c.rows {
+			if r.ID == id {
+				rows = append(rows, r)
+			}
+		}
+	}
+	var rounds [][]bench.Measure
+	for i := range c.rounds {
+		var ms []bench.Measure
+		for _, r := range rows {
+			if ctx.Err() != nil {
+				return 130
+			}
+			ms = append(ms, r.Run(ctx, e))
+		}
+		rounds = append(rounds, ms)
+		fmt.Printf("\nround %d of %d:\n", i+1, c.rounds)
+		roundTable(rows, c.size, ms).print(os.Stdout, c.markdown)
+		notes(os.Stdout, rows, ms)
+	}
+	if c.rounds > 1 {
+		fmt.Printf("\nmedian of %d rounds (range in parentheses):\n", c.rounds)
+		medianTable(rows, c.size, rounds).print(os.Stdout, c.markdown)
+	}
+	return 0
+}
+
+// inProcess is the pairs of bench.Pairs, as before: lane and executor in
+// this process against local work and ssh.
+func inProcess(ctx context.Context) int {
+	testing.Init()
+	slog.SetDefault(slog.New(slog.NewTextHandler(io.Discard, nil))) // the rig's enrollment note
+	r, err := bench.NewRig(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "ratios:", err)
+		return 1
 	}
 	defer r.Close()
 	ssh := bench.SSHAvailable()
+	fmt.Println("\nin-process (the lane and the executor in this process, through Call.Next; not the user's path):")
 	fmt.Printf("%-24s %14s %14s %14s %10s %10s\n", "work", "lane", "local", "ssh", "lane/local", "ssh/lane")
 	for _, p := range bench.Pairs {
 		laneRes := testing.Benchmark(func(b *testing.B) { p.Lane(b, r) })
@@ -44,6 +136,7 @@ func main() {
 	if !ssh {
 		fmt.Println("ssh: no sshd answered on 127.0.0.1 without a prompt; ssh columns left out")
 	}
+	return 0
 }
 
 // show is time per op, and throughput where bytes were set.
@@ -56,4 +149,14 @@ func show(r testing.BenchmarkResult) string {
 		return fmt.Sprintf("%.0f MB/s", mbs)
 	}
 	return time.Duration(r.NsPerOp()).Round(time.Microsecond).String()
+}
+
+func cpuModel() string {
+	b, _ := os.ReadFile("/proc/cpuinfo")
+	for _, l := range strings.Split(string(b), "\n") {
+		if k, v, ok := strings.Cut(l, ":"); ok && strings.TrimSpace(k) == "model name" {
+			return strings.TrimSpace(v)
+		}
+	}
+	return runtime.GOARCH
 }

@@ -1,0 +1,126 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+)
+
+// These are what a user's own script does with the HTTP API: net/http,
+// one line of the NDJSON at a time through encoding/json, the data through
+// encoding/base64 (docs/api.md "Instructions"). Not the CLI's or the api
+// package's reader: the row measures the door, not our client.
+
+// eventLine is one line of the instruction's stream.
+type eventLine struct {
+	Event    string          `json:"event"`
+	Kind     string          `json:"kind"`
+	DataB64  string          `json:"dataB64"`
+	ExitCode *int            `json:"exitCode"`
+	State    string          `json:"state"`
+	Outcome  json.RawMessage `json:"outcome"`
+}
+
+type outcome struct {
+	OK       bool   `json:"ok"`
+	Kind     string `json:"kind"`
+	ExitCode *int   `json:"exitCode"`
+}
+
+// streamStats are what a stream's chunks looked like.
+type streamStats struct {
+	bytes, chunks, biggest int64
+}
+
+// instruct POSTs one instruction and reads its stream to the outcome; it
+// returns the bytes of stdout and an error unless the command ran and
+// exited 0.
+func instruct(ctx context.Context, hc *http.Client, u *UserPath, body string) (int64, error) {
+	st, err := instructStats(ctx, hc, u, body)
+	return st.bytes, err
+}
+
+func instructStats(ctx context.Context, hc *http.Client, u *UserPath, body string) (streamStats, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.URL+"/v1/devices/"+u.DeviceID+"/instructions", bytes.NewBufferString(body))
+	if err != nil {
+		return streamStats{}, err
+	}
+	req.Header.Set("Authorization", "Bearer "+u.Key)
+	req.Header.Set("Content-Type", "application/json")
+	resp, err := hc.Do(req)
+	if err != nil {
+		return streamStats{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		b, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
+		return streamStats{}, fmt.Errorf("HTTP %d: %s", resp.StatusCode, bytes.TrimSpace(b))
+	}
+	br := bufio.NewReaderSize(resp.Body, 64<<10)
+	var st streamStats
+	for {
+		line, err := br.ReadBytes('\n')
+		if err != nil {
+			return st, fmt.Errorf("the stream ended before its outcome after %d bytes: %v", st.bytes, err)
+		}
+		var ev eventLine
+		if err := json.Unmarshal(line, &ev); err != nil {
+			return st, fmt.Errorf("a bad line: %v", err)
+		}
+		switch ev.Event {
+		case "chunk":
+			if ev.Kind == "stdout" {
+				data, err := base64.StdEncoding.DecodeString(ev.DataB64)
+				if err != nil {
+					return st, fmt.Errorf("bad base64: %v", err)
+				}
+				st.bytes += int64(len(data))
+				st.chunks++
+				st.biggest = max(st.biggest, int64(len(data)))
+			}
+		case "outcome":
+			io.Copy(io.Discard, br) // nothing follows the outcome; reuse the connection
+			var o outcome
+			if err := json.Unmarshal(ev.Outcome, &o); err != nil || !o.OK || o.ExitCode == nil || *o.ExitCode != 0 {
+				return st, fmt.Errorf("outcome %s %s", ev.State, clip(string(ev.Outcome), 160))
+			}
+			return st, nil
+		}
+	}
+}
+
+func clip(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
+
+// decodeCeiling is how fast this client's decoding alone goes (the same
+// json.Unmarshal and base64 of each line, from memory, no lane): lines of
+// chunk bytes until total are decoded; it returns the time it took.
+func decodeCeiling(total, chunk int64) time.Duration {
+	if chunk <= 0 {
+		return 0
+	}
+	line := fmt.Appendf(nil, `{"event":"chunk","kind":"stdout","streamSeq":1,"dataB64":"%s"}`+"\n", base64.StdEncoding.EncodeToString(make([]byte, chunk)))
+	t0 := time.Now()
+	for n := int64(0); n < total; {
+		var ev eventLine
+		if json.Unmarshal(line, &ev) != nil {
+			return 0
+		}
+		data, err := base64.StdEncoding.DecodeString(ev.DataB64)
+		if err != nil {
+			return 0
+		}
+		n += int64(len(data))
+	}
+	return time.Since(t0)
+}

@@ -1,0 +1,56 @@
+package main
+
+import (
+	"io"
+	"slices"
+	"testing"
+
+	"github.com/sema-agent/sema/bench"
+)
+
+func TestParseFlagsDefaults(t *testing.T) {
+	c, err := parseFlags(nil, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.size != 1<<30 || c.rounds != 1 || !c.inprocess || c.markdown || c.trips != 300 || !slices.Equal(c.rows, []string{"1", "2", "3", "4", "5"}) {
+		t.Fatalf("defaults: %+v", c)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	c, err := parseFlags([]string{"-size", "64M", "-rounds", "3", "-rows", "5,1", "-inprocess=false", "-markdown"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.size != 64<<20 || c.rounds != 3 || c.inprocess || !c.markdown || !slices.Equal(c.rows, []string{"1", "5"}) {
+		t.Fatalf("parsed: %+v", c)
+	}
+	if c, err := parseFlags([]string{"-rows", "none"}, io.Discard); err != nil || len(c.rows) != 0 {
+		t.Fatalf("-rows none: %+v, %v", c, err)
+	}
+	for _, bad := range [][]string{{"-size", "0"}, {"-size", "1.5G"}, {"-size", "12X"}, {"-rounds", "0"}, {"-rows", "1,9"}, {"-rows", ""}, {"-trips", "0"}, {"extra"}, {"-nope"}} {
+		if _, err := parseFlags(bad, io.Discard); err == nil {
+			t.Errorf("%q: accepted", bad)
+		}
+	}
+}
+
+func TestParseSize(t *testing.T) {
+	for in, want := range map[string]int64{"1G": 1 << 30, "1GiB": 1 << 30, "256M": 256 << 20, "64MB": 64 << 20, "4096": 4096, "10B": 10, "3k": 3 << 10, "1T": 1 << 40} {
+		if got, err := bench.ParseSize(in); err != nil || got != want {
+			t.Errorf("%q: %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"", "G", "-1M", "0", "1.5G", "1P", "2T", "1 G", "M1", "99999999999999999999"} {
+		if n, err := bench.ParseSize(bad); err == nil {
+			t.Errorf("%q: accepted as %d", bad, n)
+		}
+	}
+	if s := bench.FormatSize(1 << 30); s != "1 GiB" {
+		t.Errorf("FormatSize(1G) = %q", s)
+	}
+	if s := bench.FormatSize(1000); s != "1000 B" {
+		t.Errorf("FormatSize(1000) = %q", s)
+	}
+}

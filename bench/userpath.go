@@ -1,0 +1,218 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"time"
+)
+
+// UserPath is the lane as a user meets it: the `sema` binary built once,
+// a `sema server` child process on loopback with its own data dir, and a
+// device enrolled with `sema token` + `sema device enroll` and served by a
+// `sema device serve` child process, all in one temp dir that Close
+// removes.
+type UserPath struct {
+	Bin       string // the built sema binary
+	URL, Key  string // the server's base URL and the admin API key
+	DeviceID  string
+	Workspace string // the device's workspace root
+	Local     string // the user's side: files the CLI reads and writes
+	dir       string
+	server    *exec.Cmd
+	serve     *exec.Cmd
+}
+
+// ModuleRoot is the directory of the go.mod `go` sees from the current
+// directory: the sema module when the runner runs inside it.
+func ModuleRoot() (string, error) {
+	out, err := exec.Command("go", "env", "GOMOD").Output()
+	mod := strings.TrimSpace(string(out))
+	if err != nil || mod == "" || mod == os.DevNull {
+		return "", fmt.Errorf("bench: run from inside the sema module (go env GOMOD: %q, %v)", mod, err)
+	}
+	return filepath.Dir(mod), nil
+}
+
+// StartUserPath builds the binary, starts the server and the device and
+// waits until the device is online.
+func StartUserPath(ctx context.Context) (*UserPath, error) {
+	dir, err := os.MkdirTemp("", "sema-userpath-")
+	if err != nil {
+		return nil, err
+	}
+	u := &UserPath{dir: dir, Bin: filepath.Join(dir, "sema"), Workspace: filepath.Join(dir, "workspace"), Local: filepath.Join(dir, "local")}
+	fail := func(err error) (*UserPath, error) { u.Close(); return nil, err }
+	for _, d := range []string{u.Workspace, u.Local, filepath.Join(dir, "tmp-cli"), filepath.Join(dir, "tmp-device")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fail(err)
+		}
+	}
+	root, err := ModuleRoot()
+	if err != nil {
+		return fail(err)
+	}
+	build := exec.CommandContext(ctx, "go", "build", "-o", u.Bin, "./cmd/sema")
+	build.Dir = root
+	if out, err := build.CombinedOutput(); err != nil {
+		return fail(fmt.Errorf("go build ./cmd/sema: %v: %s", err, out))
+	}
+	if err := u.startServer(); err != nil {
+		return fail(err)
+	}
+	if err := u.enrollAndServe(ctx); err != nil {
+		return fail(err)
+	}
+	return u, nil
+}
+
+var listening = regexp.MustCompile(`msg="lane listening" url=(\S+)`)
+
+func (u *UserPath) startServer() error {
+	data := filepath.Join(u.dir, "data")
+	cmd, logPath, err := u.startChild("server", nil, "server", "--listen", "127.0.0.1:0", "--data", data)
+	if err != nil {
+		return err
+	}
+	u.server = cmd
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		log, _ := os.ReadFile(logPath)
+		key, kerr := os.ReadFile(filepath.Join(data, "admin.key"))
+		if m := listening.FindSubmatch(log); m != nil && kerr == nil {
+			u.URL, u.Key = string(m[1]), strings.TrimSpace(string(key))
+			return nil
+		}
+		if time.Now().After(deadline) || exited(cmd) {
+			return fmt.Errorf("sema server did not start: %s", tail(log, 600))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// startChild starts a long-lived sema child with its stderr (and stdout)
+// in DIR/NAME.log.
+func (u *UserPath) startChild(name string, env []string, args ...string) (*exec.Cmd, string, error) {
+	logPath := filepath.Join(u.dir, name+".log")
+	log, err := os.Create(logPath)
+	if err != nil {
+		return nil, "", err
+	}
+	defer log.Close()
+	cmd := exec.Command(u.Bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Env = append(os.Environ(), env...)
+	if err := cmd.Start(); err != nil {
+		return nil, "", fmt.Errorf("sema %s: %v", name, err)
+	}
+	return cmd, logPath, nil
+}
+
+// exited reports whether cmd has ended (without reaping it: a zombie
+// has ended too).
+func exited(cmd *exec.Cmd) bool {
+	st, err := readStat(cmd.Process.Pid)
+	return err != nil || st.state == 'Z' || st.state == 'X'
+}
+
+func (u *UserPath) enrollAndServe(ctx context.Context) error {
+	var out, errOut bytes.Buffer
+	tok := u.Sema(ctx, "token", "--workspace", u.Workspace)
+	tok.Stdout, tok.Stderr = &out, &errOut
+	if err := tok.Run(); err != nil {
+		return fmt.Errorf("sema token: %v: %s", err, errOut.String())
+	}
+	line := strings.Fields(out.String())
+	if len(line) < 3 || line[0] != "sema" {
+		return fmt.Errorf("sema token printed %q, not an enroll line", out.String())
+	}
+	state := filepath.Join(u.dir, "device")
+	out.Reset()
+	errOut.Reset()
+	enroll := u.Sema(ctx, append(line[1:], "--state-dir", state)...)
+	enroll.Stdout, enroll.Stderr = &out, &errOut
+	if err := enroll.Run(); err != nil {
+		return fmt.Errorf("sema device enroll: %v: %s", err, errOut.String())
+	}
+	u.DeviceID = strings.TrimSpace(out.String())
+	serve, logPath, err := u.startChild("serve", []string{"TMPDIR=" + filepath.Join(u.dir, "tmp-device")}, "device", "serve", "--state-dir", state)
+	if err != nil {
+		return err
+	}
+	u.serve = serve
+	deadline := time.Now().Add(30 * time.Second)
+	for !u.online(ctx) {
+		if time.Now().After(deadline) || exited(serve) {
+			log, _ := os.ReadFile(logPath)
+			return fmt.Errorf("the device never came online: %s", tail(log, 600))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return nil
+}
+
+// online asks GET /v1/devices, as `sema devices` does.
+func (u *UserPath) online(ctx context.Context) bool {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u.URL+"/v1/devices", nil)
+	req.Header.Set("Authorization", "Bearer "+u.Key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return false
+	}
+	defer resp.Body.Close()
+	var out struct {
+		Devices []struct {
+			DeviceID string `json:"deviceId"`
+			Online   bool   `json:"online"`
+		} `json:"devices"`
+	}
+	if json.NewDecoder(resp.Body).Decode(&out) != nil {
+		return false
+	}
+	for _, d := range out.Devices {
+		if d.DeviceID == u.DeviceID {
+			return d.Online
+		}
+	}
+	return false
+}
+
+// Sema is a user command: the binary with SEMA_SERVER, SEMA_API_KEY and
+// SEMA_DEVICE set, its own TMPDIR, and stdout/stderr left to the caller.
+func (u *UserPath) Sema(ctx context.Context, args ...string) *exec.Cmd {
+	cmd := exec.CommandContext(ctx, u.Bin, args...)
+	cmd.Env = append(os.Environ(), "SEMA_SERVER="+u.URL, "SEMA_API_KEY="+u.Key, "SEMA_DEVICE="+u.DeviceID,
+		"TMPDIR="+filepath.Join(u.dir, "tmp-cli"))
+	return cmd
+}
+
+// ServerPID and ServePID are the children's pids.
+func (u *UserPath) ServerPID() int { return u.server.Process.Pid }
+func (u *UserPath) ServePID() int  { return u.serve.Process.Pid }
+
+// HasFsGet reports whether this binary has `sema fs get` (its help names
+// the verb; cobra answers an unknown verb's --help with the parent's help
+// and exit 0, so the exit status alone does not tell).
+func (u *UserPath) HasFsGet(ctx context.Context) bool {
+	out, err := u.Sema(ctx, "fs", "get", "--help").CombinedOutput()
+	return err == nil && bytes.Contains(out, []byte("sema fs get"))
+}
+
+// Close stops the device, then the server (SIGTERM, wait) and removes the
+// temp dir.
+func (u *UserPath) Close() {
+	for _, c := range []*exec.Cmd{u.serve, u.server} {
+		if c != nil {
+			stop(c, 40*time.Second)
+		}
+	}
+	u.serve, u.server = nil, nil
+	os.RemoveAll(u.dir)
+}

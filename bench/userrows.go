@@ -1,0 +1,211 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"time"
+)
+
+// UserRow is one kind of work done through the user's path (the sema
+// binaries, or a plain HTTP client) beside its baseline in the same run.
+type UserRow struct {
+	ID       string
+	Work     string // what the lane side runs
+	Baseline string // what it is compared with
+	Bytes    bool   // a throughput row: Size bytes per run; else a round trip
+	Goal     float64
+	Run      func(ctx context.Context, e *Env) Measure
+}
+
+// UserRows are the rows of issue 13 item 2, in order.
+var UserRows = []UserRow{
+	{ID: "1", Work: "`sema run -- head -c N /dev/zero > /dev/null`", Baseline: "`ssh host head -c N /dev/zero > /dev/null`", Bytes: true, Goal: 2, Run: runStdout},
+	{ID: "2", Work: "HTTP client reading the NDJSON of `head -c N /dev/zero`", Baseline: "`ssh host head -c N /dev/zero > /dev/null`", Bytes: true, Goal: 2, Run: httpStdout},
+	{ID: "3", Work: "`sema fs put` of N random bytes", Baseline: "`ssh host 'cat > f && sync f' < file`", Bytes: true, Goal: 2, Run: fsPut},
+	{ID: "4", Work: "`sema fs get` of N bytes", Baseline: "`ssh host cat f > local`", Bytes: true, Goal: 2, Run: fsGet},
+	{ID: "5", Work: "`exec true` round trip, HTTP keep-alive", Baseline: "local `sh -c true`", Run: execTrue},
+}
+
+var errNoSSH = errors.New("no ssh")
+
+func (e *Env) sshOr(cmd func() Result) Result {
+	if e.SSH == nil {
+		return Result{Err: errNoSSH}
+	}
+	return cmd()
+}
+
+func (e *Env) headCommand() string { return fmt.Sprintf("head -c %d /dev/zero", e.Size) }
+
+// sshHead: the ssh baseline of rows 1 and 2, stdout to /dev/null.
+func (e *Env) sshHead() Result { return e.ssh(e.SSH.Command(e.headCommand())) }
+
+// Row 1: the CLI's stdout is /dev/null (exec's default), as in the
+// shell line; the exit status says whether the command ran to its end
+// (a cut stream or a cancel is not 0).
+func runStdout(ctx context.Context, e *Env) Measure {
+	ctx, cancel := within(ctx)
+	defer cancel()
+	lane := e.lane(e.U.Sema(ctx, "run", "--timeout", "10m", "--", "head", "-c", fmt.Sprint(e.Size), "/dev/zero"), true)
+	return Measure{Lane: lane, Base: e.sshOr(e.sshHead), Note: "verified by exit status"}
+}
+
+// Row 2: a plain Go HTTP client; the bytes it decodes are counted.
+func httpStdout(ctx context.Context, e *Env) Measure {
+	ctx, cancel := within(ctx)
+	defer cancel()
+	body := fmt.Sprintf(`{"kind":"execStream","args":{"command":%q},"timeoutMs":600000}`, e.headCommand())
+	srv, dev, self := TreeCPU(e.U.ServerPID()), TreeCPU(e.U.ServePID()), SelfCPU()
+	t0 := time.Now()
+	st, err := instructStats(ctx, e.HTTP, e.U, body)
+	lane := Result{Time: time.Since(t0), Err: err}
+	if err == nil && st.bytes != e.Size {
+		lane.Err = fmt.Errorf("wrong result: %d bytes of stdout, not %d", st.bytes, e.Size)
+	}
+	lane.CPU = fmt.Sprintf("client %s, server %s, device %s", secs(SelfCPU()-self), secs(TreeCPU(e.U.ServerPID())-srv), secs(TreeCPU(e.U.ServePID())-dev))
+	note := "bytes counted"
+	if st.chunks > 0 {
+		avg := st.bytes / st.chunks
+		if d := decodeCeiling(e.Size, avg); d > 0 {
+			note += fmt.Sprintf("; %d chunks of %d bytes on average (biggest %d); this client's json+base64 decoding alone, from memory: %.0f MB/s",
+				st.chunks, avg, st.biggest, float64(e.Size)/d.Seconds()/1e6)
+		}
+	}
+	return Measure{Lane: lane, Base: e.sshOr(e.sshHead), Note: note}
+}
+
+// Row 3: the put lands in the workspace; both copies are checked against
+// the source's sha256 and removed.
+func fsPut(ctx context.Context, e *Env) Measure {
+	ctx, cancel := within(ctx)
+	defer cancel()
+	src, err := e.source()
+	if err != nil {
+		return Measure{Lane: Result{Err: err}, Base: Result{Err: err}}
+	}
+	dst := filepath.Join(e.U.Workspace, "put.bin")
+	lane := e.lane(e.U.Sema(ctx, "fs", "put", "--timeout", "10m", src, "put.bin"), true)
+	if lane.Err == nil {
+		lane.Err = e.verify(dst)
+	}
+	os.Remove(dst)
+	base := e.sshOr(func() Result {
+		f, err := in(src)
+		if err != nil {
+			return Result{Err: err}
+		}
+		defer f.Close()
+		to := filepath.Join(e.U.Local, "ssh-put.bin")
+		cmd := e.SSH.Command("cat > " + to + " && sync " + to)
+		cmd.Stdin = f
+		r := e.ssh(cmd)
+		if r.Err == nil {
+			r.Err = e.verify(to)
+		}
+		os.Remove(to)
+		return r
+	})
+	return Measure{Lane: lane, Base: base, Note: "sha256 checked"}
+}
+
+// Row 4: `sema fs get`, or `sema fs cat > local` while the binary has no
+// get; both copies are checked against the source's sha256 and removed.
+func fsGet(ctx context.Context, e *Env) Measure {
+	ctx, cancel := within(ctx)
+	defer cancel()
+	remote, err := e.getSource()
+	if err != nil {
+		return Measure{Lane: Result{Err: err}, Base: Result{Err: err}}
+	}
+	local := filepath.Join(e.U.Local, "got.bin")
+	note := "sha256 checked"
+	var cmd *exec.Cmd
+	var f *os.File
+	if e.U.HasFsGet(ctx) {
+		cmd = e.U.Sema(ctx, "fs", "get", "--timeout", "10m", "get.bin", local)
+	} else {
+		note = "no `fs get` in this binary: `sema fs cat f > local` instead; " + note
+		if f, err = out(local); err != nil {
+			return Measure{Lane: Result{Err: err}, Base: Result{Err: err}}
+		}
+		cmd = e.U.Sema(ctx, "fs", "cat", "--timeout", "10m", "get.bin")
+		cmd.Stdout = f
+	}
+	lane := e.lane(cmd, false)
+	if f != nil {
+		f.Close()
+	}
+	if lane.Err == nil {
+		lane.Err = e.verify(local)
+	}
+	os.Remove(local)
+	base := e.sshOr(func() Result {
+		to := filepath.Join(e.U.Local, "ssh-got.bin")
+		f, err := out(to)
+		if err != nil {
+			return Result{Err: err}
+		}
+		cmd := e.SSH.Command("cat " + remote)
+		cmd.Stdout = f
+		r := e.ssh(cmd)
+		f.Close()
+		if r.Err == nil {
+			r.Err = e.verify(to)
+		}
+		os.Remove(to)
+		return r
+	})
+	return Measure{Lane: lane, Base: base, Note: note}
+}
+
+// Row 5: Trips round trips of each, interleaved, over one keep-alive
+// connection; the medians are compared, p99 shown. ssh true over the
+// master is measured in the same loop and named in the note.
+func execTrue(ctx context.Context, e *Env) Measure {
+	ctx, cancel := within(ctx)
+	defer cancel()
+	const body = `{"kind":"exec","args":{"command":"true"},"timeoutMs":10000}`
+	var lane, local, ssh []time.Duration
+	for i := 0; i < e.Trips; i++ {
+		t0 := time.Now()
+		if _, err := instruct(ctx, e.HTTP, e.U, body); err != nil {
+			return Measure{Lane: Result{Err: fmt.Errorf("trip %d: %v", i+1, err)}, Base: Result{Err: errors.New("not compared")}}
+		}
+		lane = append(lane, time.Since(t0))
+		t0 = time.Now()
+		if err := exec.CommandContext(ctx, "/bin/sh", "-c", "true").Run(); err != nil {
+			return Measure{Lane: Result{Err: errors.New("not compared")}, Base: Result{Err: err}}
+		}
+		local = append(local, time.Since(t0))
+		if e.SSH != nil {
+			t0 = time.Now()
+			if e.SSH.Command("true").Run() == nil {
+				ssh = append(ssh, time.Since(t0))
+			}
+		}
+	}
+	m := Measure{Lane: Result{Time: Quantile(lane, 0.5), P99: Quantile(lane, 0.99)}, Base: Result{Time: Quantile(local, 0.5), P99: Quantile(local, 0.99)}}
+	m.Note = fmt.Sprintf("%d trips", e.Trips)
+	if len(ssh) > 0 {
+		m.Note += fmt.Sprintf("; `ssh host true` over the master: median %s, p99 %s", ms(Quantile(ssh, 0.5)), ms(Quantile(ssh, 0.99)))
+	}
+	return m
+}
+
+// Quantile is the q-quantile of ds (nearest rank), 0 for none.
+func Quantile(ds []time.Duration, q float64) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	i := int(q*float64(len(s))+0.999999) - 1
+	return s[min(max(i, 0), len(s)-1)]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
