@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -146,6 +147,9 @@ type writeQuery struct {
 	rootSessionID string
 }
 
+// maxTimeoutMs is the longest timeoutMs a time.Duration holds (292 years).
+const maxTimeoutMs = int64(math.MaxInt64 / time.Millisecond)
+
 // uploadQueryKeys is the closed set of a streamed write's query.
 var uploadQueryKeys = []string{"kind", "path", "timeoutMs", "sha256", "expect", "rootSessionId"}
 
@@ -197,8 +201,8 @@ func parseWriteQuery(raw string) (writeQuery, *apiError) {
 		return field("path must be an absolute, normalized path")
 	}
 	ms, _ := get("timeoutMs")
-	if q.timeoutMs, err = parsePositive(ms); err != nil {
-		return field("timeoutMs must be a positive integer")
+	if q.timeoutMs, err = parsePositive(ms); err != nil || q.timeoutMs > maxTimeoutMs {
+		return field("timeoutMs must be a positive integer (at most %d)", maxTimeoutMs)
 	}
 	sum, _ := get("sha256")
 	if q.sha256, err = parseLowerDigest(sum); err != nil {

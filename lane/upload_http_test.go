@@ -147,6 +147,7 @@ func TestStreamedWriteRefusals(t *testing.T) {
 		{"path=/w/f&timeoutMs=1.5&sha256=" + sum, codeFieldInvalid, "timeoutMs"},
 		{"path=/w/f&timeoutMs=09&sha256=" + sum, codeFieldInvalid, "timeoutMs"},
 		{"path=/w/f&timeoutMs=9007199254740992&sha256=" + sum, codeFieldInvalid, "timeoutMs"},
+		{"path=/w/f&timeoutMs=9223372036855&sha256=" + sum, codeFieldInvalid, "at most 9223372036854"},
 		{"path=/w/f&timeoutMs=1000&sha256=abc", codeFieldInvalid, "sha256"},
 		{"path=/w/f&timeoutMs=1000&sha256=" + strings.ToUpper(sum), codeFieldInvalid, "sha256"},
 		{"path=/w/f&timeoutMs=1000&sha256=" + strings.Repeat("g", 64), codeFieldInvalid, "sha256"},
