@@ -291,3 +291,40 @@ func TestStreamedWriteBudget(t *testing.T) {
 	s.end()
 	eventually(t, "the reservation is released", func() bool { return l.srv.budget.inUse() == 0 })
 }
+
+// A client that sends "Expect: 100-continue" gets it before the answer's
+// header: a Go client that would otherwise hold its body back for twice
+// the wait bound sends it at once, and the upload completes.
+func TestStreamedWriteExpectContinue(t *testing.T) {
+	l := newWSLane(t)
+	fd := l.enroll()
+	fd.establish()
+	content := patterned(300 << 10)
+	req, _ := http.NewRequestWithContext(t.Context(), "POST",
+		l.url+"/v1/devices/"+fd.id+"/writes?path=/w/f&timeoutMs=60000&sha256="+hexSum(content), bytes.NewReader(content))
+	req.Header.Set("Authorization", "Bearer "+l.ownerKey)
+	req.Header.Set("Expect", "100-continue")
+	client := &http.Client{Transport: &http.Transport{ExpectContinueTimeout: 2 * waitBound}}
+	answered := make(chan *http.Response, 1)
+	go func() {
+		resp, err := client.Do(req)
+		if err != nil {
+			t.Error(err)
+		}
+		answered <- resp
+	}()
+	in := fd.instruction()
+	if got := payloadOf(t, fd, in, protocol.DefaultPayloadPartBytes); !bytes.Equal(got, content) {
+		t.Fatal("payload mismatch")
+	}
+	fd.result(in.InstructionID, 0, protocol.WriteOutcome{CanonicalPath: "/w/f"})
+	resp := <-answered
+	if resp == nil {
+		t.FailNow()
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != 200 || !strings.Contains(string(b), `"event":"outcome"`) || !strings.Contains(string(b), `"canonicalPath":"/w/f"`) {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+}
