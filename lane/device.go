@@ -56,6 +56,12 @@ func (s *Server) settle(d *deviceState, c *Call, state protocol.InstructionState
 		o = s.overflowOutcome(c, o) // the caller did not get all the output
 	}
 	c.state = state
+	if f, ok := o.(protocol.Failure); ok && c.contentShort != "" {
+		// The device's answer to a short upload (§3.4's check at the
+		// commit) is the consequence; the cause comes first.
+		f.Message = c.contentShort + "; the device answered: " + f.Message
+		o = f
+	}
 	s.metrics.settled(state, o)
 	for _, t := range []clock.Timer{c.ceiling, c.gapTimer, c.cancelTimer} {
 		if t != nil {
