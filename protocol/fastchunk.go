@@ -33,11 +33,11 @@ func fastChunk(data []byte) (*Chunk, bool) {
 		return nil, false
 	}
 	s.literal(`,"dataB64":"`)
-	raw := s.base64()
+	raw, text := s.base64Keeping()
 	if !s.end() {
 		return nil, false
 	}
-	return &Chunk{Gen: gen, InstructionID: id, StreamSeq: seq, Kind: kind, Data: raw}, true
+	return &Chunk{Gen: gen, InstructionID: id, StreamSeq: seq, Kind: kind, Data: raw, DataB64: text}, true
 }
 
 // fastPayload decodes a payload frame of part chunk.
@@ -133,6 +133,20 @@ func (s *template) base64() []byte {
 		return nil
 	}
 	return raw
+}
+
+// base64Keeping is base64 that also keeps a copy of the text.
+func (s *template) base64Keeping() (raw, text []byte) {
+	b := s.str()
+	if !s.ok {
+		return nil, nil
+	}
+	raw, text, err := decodeCanonicalBase64Keeping(b)
+	if err != nil {
+		s.ok = false
+		return nil, nil
+	}
+	return raw, text
 }
 
 // end: exactly the closing brace remains.

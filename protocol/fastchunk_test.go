@@ -106,3 +106,24 @@ func TestBase64WithLineBreaksIsNotCanonical(t *testing.T) {
 		}
 	}
 }
+
+// The strict path keeps the data's canonical text too: the unescaped
+// string, which is the one spelling of the data, not the device's escapes.
+func TestStrictChunkKeepsTheCanonicalText(t *testing.T) {
+	frame := `{"t":"chunk","gen":"7","instructionId":"i","streamSeq":0,"kind":"data","dataB64":"\/\/4A"}`
+	buf := []byte(frame)
+	f, err := DecodeDeviceFrame(TextMessage, buf, MaxFrameBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range buf {
+		buf[i] = 'x'
+	}
+	c := f.(*Chunk)
+	if string(c.DataB64) != "//4A" || !reflect.DeepEqual(c.Data, []byte{0xff, 0xfe, 0x00}) {
+		t.Errorf("DataB64 %q, Data %x", c.DataB64, c.Data)
+	}
+	if cap(c.Data) != len(c.Data) {
+		t.Errorf("Data's capacity %d reaches past it into the text", cap(c.Data))
+	}
+}

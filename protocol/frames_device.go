@@ -78,6 +78,12 @@ type Chunk struct {
 	Kind          ChunkKind
 	Data          []byte
 	ExitCode      int
+	// DataB64, when not nil, is Data's canonical base64 (§4 Encoding) — the
+	// one spelling there is, so the device's dataB64 as it was sent, unless
+	// that had JSON escapes. DecodeDeviceFrame fills it for stdout, stderr
+	// and data chunks (not aliasing the frame), so that the lane passes
+	// output on without encoding it again. The encoders ignore it.
+	DataB64 []byte
 }
 
 // Goodbye announces a graceful shutdown (R15). GraceMs is absent when nil.
