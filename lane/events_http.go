@@ -49,6 +49,7 @@ func (s *Server) streamCall(w http.ResponseWriter, r *http.Request, call *Call) 
 			return
 		}
 		out.buf = appendChunkLine(out.buf, e.Chunk)
+		e.Chunk.Release() // this stream was its one holder; its memory goes back to the decoder's pool
 		if len(out.buf) >= eventWriteBytes && !out.write() {
 			call.Cancel()
 			return

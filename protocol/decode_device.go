@@ -146,7 +146,7 @@ func readChunk(o *object) *Chunk {
 		o.s.fail("dataB64", "a %s chunk must carry dataB64", kind)
 		return c
 	}
-	c.Data, c.DataB64 = o.b64Keeping("dataB64", data)
+	c.Data, c.DataB64, c.pooled = o.b64Keeping("dataB64", data)
 	return c
 }
 

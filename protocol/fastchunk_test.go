@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"bytes"
+	"encoding/base64"
 	"reflect"
 	"testing"
 )
@@ -22,7 +24,7 @@ func TestFastChunkTakesEveryEncodedDataChunk(t *testing.T) {
 			t.Fatalf("chunk %d (%s) missed the fast path", i, b[:60])
 		}
 		strict, err := DecodeDeviceFrame(TextMessage, append([]byte(" "), b...), MaxFrameBytes) // a leading space forces the strict path
-		if err != nil || !reflect.DeepEqual(fast, strict) {
+		if err != nil || !reflect.DeepEqual(unpooled(fast), unpooled(strict)) {
 			t.Fatalf("chunk %d: fast %#v, strict %#v, %v", i, fast, strict, err)
 		}
 	}
@@ -126,4 +128,66 @@ func TestStrictChunkKeepsTheCanonicalText(t *testing.T) {
 	if cap(c.Data) != len(c.Data) {
 		t.Errorf("Data's capacity %d reaches past it into the text", cap(c.Data))
 	}
+}
+
+// unpooled is f without the chunk memory's pool handle, which differs
+// between two decodes of one frame while what they decoded is equal.
+func unpooled(f DeviceFrame) DeviceFrame {
+	c, ok := f.(*Chunk)
+	if !ok || c == nil {
+		return f
+	}
+	cc := *c
+	cc.pooled = nil
+	return &cc
+}
+
+func chunkFrame(t *testing.T, seq int64, data []byte) []byte {
+	t.Helper()
+	b, err := (&Chunk{Gen: 7, InstructionID: "ins_1", StreamSeq: seq, Kind: ChunkStdout, Data: data}).AppendJSON(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A chunk of the recommended size lies in pooled memory, which Release
+// hands back; a chunk still held is never overwritten by a later decode,
+// and a released one comes back with the new chunk's bytes only.
+func TestChunkMemoryIsPooledAndReleased(t *testing.T) {
+	a := bytes.Repeat([]byte("a"), RecommendedChunkBytes)
+	b := bytes.Repeat([]byte("b"), RecommendedChunkBytes-1)
+	fa, err := DecodeDeviceFrame(TextMessage, chunkFrame(t, 0, a), MaxFrameBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := fa.(*Chunk)
+	if ca.pooled == nil {
+		t.Fatal("a 64 KiB chunk was not pooled")
+	}
+	fb, _ := DecodeDeviceFrame(TextMessage, chunkFrame(t, 1, b), MaxFrameBytes)
+	cb := fb.(*Chunk)
+	if !bytes.Equal(ca.Data, a) || string(ca.DataB64) != base64.StdEncoding.EncodeToString(a) {
+		t.Fatal("decoding a second chunk changed the first, still held")
+	}
+	ca.Release()
+	if ca.Data != nil || ca.DataB64 != nil || ca.pooled != nil {
+		t.Fatalf("a released chunk still has its memory")
+	}
+	for i := range 3 {
+		f, _ := DecodeDeviceFrame(TextMessage, append([]byte(" "), chunkFrame(t, int64(2+i), b)...), MaxFrameBytes)
+		c := f.(*Chunk)
+		if !bytes.Equal(c.Data, b) || string(c.DataB64) != base64.StdEncoding.EncodeToString(b) || cap(c.Data) != len(c.Data) {
+			t.Fatalf("decode %d into reused memory: %d bytes, text %d", i, len(c.Data), len(c.DataB64))
+		}
+		c.Release()
+	}
+	if !bytes.Equal(cb.Data, b) {
+		t.Fatal("the held chunk changed")
+	}
+	small, _ := DecodeDeviceFrame(TextMessage, chunkFrame(t, 9, []byte("hi")), MaxFrameBytes)
+	if small.(*Chunk).pooled != nil {
+		t.Error("a small chunk took a pooled buffer")
+	}
+	small.(*Chunk).Release() // harmless
 }

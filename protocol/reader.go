@@ -374,15 +374,15 @@ func (o *object) b64(name string, raw []byte) []byte {
 
 // b64Keeping is b64 that also returns a copy of the canonical text (see
 // Chunk.DataB64); both are non-nil once the member is accepted.
-func (o *object) b64Keeping(name string, raw []byte) (data, text []byte) {
+func (o *object) b64Keeping(name string, raw []byte) (data, text []byte, pooled *chunkBuf) {
 	if raw[0] != '"' {
 		o.s.fail(o.path(name), "must be a base64 string, got %s", kindName(jsontext.Kind(raw[0])))
-		return nil, nil
+		return nil, nil, nil
 	}
-	data, text, err := decodeCanonicalBase64Keeping(unquote(raw))
+	data, text, pooled, err := decodeCanonicalBase64Keeping(unquote(raw))
 	if err != nil {
 		o.s.fail(o.path(name), "%v", err)
-		return nil, nil
+		return nil, nil, nil
 	}
-	return data, text
+	return data, text, pooled
 }
