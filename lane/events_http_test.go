@@ -208,3 +208,28 @@ func TestNonCanonicalBase64FromADeviceIsRefused(t *testing.T) {
 		t.Fatalf("line %s", got)
 	}
 }
+
+// Chunks of the recommended size, in pooled memory the stream releases
+// line by line, come out byte-exact even when they wait in the reorder
+// buffer while later decodes reuse released memory.
+func TestPooledChunksComeOutWholeThroughTheReorderBuffer(t *testing.T) {
+	l := newWSLane(t)
+	fd := l.enroll()
+	fd.establish()
+	lines := rawLines(t, l, fd.id, `{"kind":"execStream","args":{"command":"x"},"timeoutMs":5000}`)
+	in := fd.instruction()
+	nextLine(t, lines)
+	data := func(seq int64) []byte {
+		return bytes.Repeat([]byte{byte('a' + seq)}, protocol.RecommendedChunkBytes)
+	}
+	// 1, 3 and 5 wait in the reorder buffer for 0, 2 and 4.
+	for _, seq := range []int64{1, 0, 3, 2, 5, 4} {
+		fd.chunk(in.InstructionID, seq, protocol.ChunkStdout, string(data(seq)))
+	}
+	for seq := range int64(6) {
+		want := oldChunkLine(&protocol.Chunk{Kind: protocol.ChunkStdout, StreamSeq: seq, Data: data(seq)})
+		if got := nextLine(t, lines); !bytes.Equal(got, want) {
+			t.Fatalf("chunk %d: %.80s…, want %.80s…", seq, got, want)
+		}
+	}
+}
