@@ -93,9 +93,10 @@ func (e *env) runTask(tk *task, fx sidefx, onCall func(*lane.Call)) {
 			e.t.Errorf("task %d never started in %d attempts: %v", tk.i, tk.attempts, tk.out)
 			return
 		}
-		// A caller would not dispatch to a device it sees offline.
+		// A caller would not dispatch to a device it sees offline, or
+		// leaving (it said goodbye and takes no new work, R15).
 		deadline := time.Now().Add(waitLimit)
-		for !e.server().Presence(e.deviceID).Online && time.Now().Before(deadline) {
+		for p := e.server().Presence(e.deviceID); (!p.Online || p.Leaving) && time.Now().Before(deadline); p = e.server().Presence(e.deviceID) {
 			time.Sleep(2 * time.Millisecond)
 		}
 		in := tk.instruction(fx)

@@ -160,6 +160,14 @@ func (c *Call) Next(ctx context.Context) (Event, error) {
 	}
 }
 
+// Ready reports whether Next would return at once, without waiting: an
+// event is queued, or the settlement was taken (io.EOF).
+func (c *Call) Ready() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.events) > 0 || c.finished
+}
+
 // Wait returns the settlement once the instruction has settled.
 func (c *Call) Wait(ctx context.Context) (Settlement, error) {
 	select {

@@ -240,7 +240,10 @@ func (d *deviceState) stopGrace() {
 
 // Presence is what this replica knows of a device's connection.
 type Presence struct {
-	Online         bool
+	Online bool
+	// Leaving: the device said goodbye; it finishes its work in flight and
+	// takes no new work (R15), so a dispatch now is target_unavailable.
+	Leaving        bool
 	Gen            protocol.Gen
 	ConnectedSince time.Time
 	Inflight       int
@@ -260,6 +263,7 @@ func (s *Server) Presence(deviceID string) Presence {
 	p := Presence{Inflight: len(d.calls)}
 	if c := d.conn; c != nil && (c.state == connActive || c.state == connAwaitingAck || c.state == connLeaving) {
 		p.Online, p.Gen, p.ConnectedSince = true, c.gen, c.connectedAt
+		p.Leaving = c.state == connLeaving
 	}
 	return p
 }

@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
-	"github.com/sema-agent/sema/internal/b64"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -268,65 +267,6 @@ func (s *Server) readInstruction(r *http.Request) (Instruction, *reservation, *a
 		Kind: req.Kind, Args: args, Cwd: req.Cwd, ShellEnv: req.ShellEnv,
 		Timeout: time.Duration(req.TimeoutMs) * time.Millisecond, Content: req.Content, RootSessionID: req.RootSessionID,
 	}, hold, nil
-}
-
-// streamCall writes a call's events as NDJSON. If the client goes away the
-// call is cancelled: nobody would see its outcome.
-func (s *Server) streamCall(w http.ResponseWriter, r *http.Request, call *Call) {
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.Header().Set("Cache-Control", "no-store")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
-	line := func(v any) bool {
-		b, err := json.Marshal(v)
-		if err != nil {
-			return false
-		}
-		if _, err := w.Write(append(b, '\n')); err != nil {
-			return false
-		}
-		if flusher != nil {
-			flusher.Flush()
-		}
-		return true
-	}
-	line(map[string]string{"event": "accepted", "instructionId": call.ID})
-	for {
-		e, err := call.Next(r.Context())
-		if err != nil {
-			call.Cancel()
-			return
-		}
-		if e.Chunk != nil {
-			ev := chunkEvent{Event: "chunk", Kind: e.Chunk.Kind, StreamSeq: e.Chunk.StreamSeq}
-			if e.Chunk.Kind == protocol.ChunkExit {
-				ev.ExitCode = &e.Chunk.ExitCode
-			} else {
-				data := b64.EncodeToString(e.Chunk.Data)
-				ev.DataB64 = &data
-			}
-			if !line(ev) {
-				call.Cancel()
-				return
-			}
-			continue
-		}
-		outcome, _ := e.Settled.Outcome.(interface{ MarshalJSON() ([]byte, error) }).MarshalJSON()
-		ev := map[string]any{"event": "outcome", "state": e.Settled.State, "outcome": json.RawMessage(outcome)}
-		if e.Settled.LaneCancelled {
-			ev["cancelledBy"] = "lane"
-		}
-		line(ev)
-		return
-	}
-}
-
-type chunkEvent struct {
-	Event     string             `json:"event"`
-	Kind      protocol.ChunkKind `json:"kind"`
-	StreamSeq int64              `json:"streamSeq"`
-	DataB64   *string            `json:"dataB64,omitempty"`
-	ExitCode  *int               `json:"exitCode,omitempty"`
 }
 
 // cancelInstruction is POST /v1/instructions/{id}/cancel: 202, idempotent;

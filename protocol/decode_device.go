@@ -146,10 +146,7 @@ func readChunk(o *object) *Chunk {
 		o.s.fail("dataB64", "a %s chunk must carry dataB64", kind)
 		return c
 	}
-	c.Data = o.b64("dataB64", data)
-	if c.Data == nil && o.s.err == nil {
-		c.Data = []byte{}
-	}
+	c.Data, c.DataB64, c.pooled = o.b64Keeping("dataB64", data)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package protocol
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"reflect"
@@ -220,9 +221,22 @@ func ddDecode(t *testing.T, frame string) DeviceFrame {
 func ddExpectFrame(t *testing.T, frame string, want DeviceFrame) {
 	t.Helper()
 	got := ddDecode(t, frame)
+	want = withDataB64(want)
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("DecodeDeviceFrame(%s)\n got %#v\nwant %#v", ddShow([]byte(frame)), ddDeref(got), ddDeref(want))
 	}
+}
+
+// withDataB64 is want as DecodeDeviceFrame returns it: a stdout, stderr or
+// data chunk also carries its data's canonical base64 text.
+func withDataB64(want DeviceFrame) DeviceFrame {
+	c, ok := want.(*Chunk)
+	if !ok || c.Kind == ChunkExit || c.DataB64 != nil {
+		return want
+	}
+	cc := *c
+	cc.DataB64 = []byte(base64.StdEncoding.EncodeToString(c.Data))
+	return &cc
 }
 
 // ddDeref makes failure messages show the frame's fields, not its address.

@@ -33,11 +33,13 @@ func fastChunk(data []byte) (*Chunk, bool) {
 		return nil, false
 	}
 	s.literal(`,"dataB64":"`)
-	raw := s.base64()
+	c := &Chunk{Gen: gen, InstructionID: id, StreamSeq: seq, Kind: kind}
+	c.Data, c.DataB64, c.pooled = s.base64Keeping()
 	if !s.end() {
+		c.Release()
 		return nil, false
 	}
-	return &Chunk{Gen: gen, InstructionID: id, StreamSeq: seq, Kind: kind, Data: raw}, true
+	return c, true
 }
 
 // fastPayload decodes a payload frame of part chunk.
@@ -133,6 +135,20 @@ func (s *template) base64() []byte {
 		return nil
 	}
 	return raw
+}
+
+// base64Keeping is base64 that also keeps a copy of the text.
+func (s *template) base64Keeping() (raw, text []byte, pooled *chunkBuf) {
+	b := s.str()
+	if !s.ok {
+		return nil, nil, nil
+	}
+	raw, text, pooled, err := decodeCanonicalBase64Keeping(b)
+	if err != nil {
+		s.ok = false
+		return nil, nil, nil
+	}
+	return raw, text, pooled
 }
 
 // end: exactly the closing brace remains.

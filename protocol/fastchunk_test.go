@@ -1,6 +1,8 @@
 package protocol
 
 import (
+	"bytes"
+	"encoding/base64"
 	"reflect"
 	"testing"
 )
@@ -22,7 +24,7 @@ func TestFastChunkTakesEveryEncodedDataChunk(t *testing.T) {
 			t.Fatalf("chunk %d (%s) missed the fast path", i, b[:60])
 		}
 		strict, err := DecodeDeviceFrame(TextMessage, append([]byte(" "), b...), MaxFrameBytes) // a leading space forces the strict path
-		if err != nil || !reflect.DeepEqual(fast, strict) {
+		if err != nil || !reflect.DeepEqual(unpooled(fast), unpooled(strict)) {
 			t.Fatalf("chunk %d: fast %#v, strict %#v, %v", i, fast, strict, err)
 		}
 	}
@@ -105,4 +107,87 @@ func TestBase64WithLineBreaksIsNotCanonical(t *testing.T) {
 			t.Errorf("%q was refused", s)
 		}
 	}
+}
+
+// The strict path keeps the data's canonical text too: the unescaped
+// string, which is the one spelling of the data, not the device's escapes.
+func TestStrictChunkKeepsTheCanonicalText(t *testing.T) {
+	frame := `{"t":"chunk","gen":"7","instructionId":"i","streamSeq":0,"kind":"data","dataB64":"\/\/4A"}`
+	buf := []byte(frame)
+	f, err := DecodeDeviceFrame(TextMessage, buf, MaxFrameBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range buf {
+		buf[i] = 'x'
+	}
+	c := f.(*Chunk)
+	if string(c.DataB64) != "//4A" || !reflect.DeepEqual(c.Data, []byte{0xff, 0xfe, 0x00}) {
+		t.Errorf("DataB64 %q, Data %x", c.DataB64, c.Data)
+	}
+	if cap(c.Data) != len(c.Data) {
+		t.Errorf("Data's capacity %d reaches past it into the text", cap(c.Data))
+	}
+}
+
+// unpooled is f without the chunk memory's pool handle, which differs
+// between two decodes of one frame while what they decoded is equal.
+func unpooled(f DeviceFrame) DeviceFrame {
+	c, ok := f.(*Chunk)
+	if !ok || c == nil {
+		return f
+	}
+	cc := *c
+	cc.pooled = nil
+	return &cc
+}
+
+func chunkFrame(t *testing.T, seq int64, data []byte) []byte {
+	t.Helper()
+	b, err := (&Chunk{Gen: 7, InstructionID: "ins_1", StreamSeq: seq, Kind: ChunkStdout, Data: data}).AppendJSON(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// A chunk of the recommended size lies in pooled memory, which Release
+// hands back; a chunk still held is never overwritten by a later decode,
+// and a released one comes back with the new chunk's bytes only.
+func TestChunkMemoryIsPooledAndReleased(t *testing.T) {
+	a := bytes.Repeat([]byte("a"), RecommendedChunkBytes)
+	b := bytes.Repeat([]byte("b"), RecommendedChunkBytes-1)
+	fa, err := DecodeDeviceFrame(TextMessage, chunkFrame(t, 0, a), MaxFrameBytes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ca := fa.(*Chunk)
+	if ca.pooled == nil {
+		t.Fatal("a 64 KiB chunk was not pooled")
+	}
+	fb, _ := DecodeDeviceFrame(TextMessage, chunkFrame(t, 1, b), MaxFrameBytes)
+	cb := fb.(*Chunk)
+	if !bytes.Equal(ca.Data, a) || string(ca.DataB64) != base64.StdEncoding.EncodeToString(a) {
+		t.Fatal("decoding a second chunk changed the first, still held")
+	}
+	ca.Release()
+	if ca.Data != nil || ca.DataB64 != nil || ca.pooled != nil {
+		t.Fatalf("a released chunk still has its memory")
+	}
+	for i := range 3 {
+		f, _ := DecodeDeviceFrame(TextMessage, append([]byte(" "), chunkFrame(t, int64(2+i), b)...), MaxFrameBytes)
+		c := f.(*Chunk)
+		if !bytes.Equal(c.Data, b) || string(c.DataB64) != base64.StdEncoding.EncodeToString(b) || cap(c.Data) != len(c.Data) {
+			t.Fatalf("decode %d into reused memory: %d bytes, text %d", i, len(c.Data), len(c.DataB64))
+		}
+		c.Release()
+	}
+	if !bytes.Equal(cb.Data, b) {
+		t.Fatal("the held chunk changed")
+	}
+	small, _ := DecodeDeviceFrame(TextMessage, chunkFrame(t, 9, []byte("hi")), MaxFrameBytes)
+	if small.(*Chunk).pooled != nil {
+		t.Error("a small chunk took a pooled buffer")
+	}
+	small.(*Chunk).Release() // harmless
 }

@@ -78,6 +78,26 @@ type Chunk struct {
 	Kind          ChunkKind
 	Data          []byte
 	ExitCode      int
+	// DataB64, when not nil, is Data's canonical base64 (§4 Encoding) — the
+	// one spelling there is, so the device's dataB64 as it was sent, unless
+	// that had JSON escapes. DecodeDeviceFrame fills it for stdout, stderr
+	// and data chunks (not aliasing the frame), so that the lane passes
+	// output on without encoding it again. The encoders ignore it.
+	DataB64 []byte
+
+	pooled *chunkBuf // the memory of Data and DataB64, if pooled (Release)
+}
+
+// Release gives the memory of Data and DataB64 back for reuse by later
+// decodes, and clears both. Nothing may use them afterwards — the one
+// holder of a decoded chunk calls it once it has copied what it needs (the
+// lane, once a chunk's line is written); a copy of the chunk value shares
+// the memory. Releasing is optional: memory never released is collected
+// as garbage.
+func (f *Chunk) Release() {
+	p := f.pooled
+	f.pooled, f.Data, f.DataB64 = nil, nil, nil
+	p.release()
 }
 
 // Goodbye announces a graceful shutdown (R15). GraceMs is absent when nil.

@@ -23,6 +23,8 @@ var deviceFrameSeeds = []string{
 	`{"t":"result","gen":"7","instructionId":"ins_1","deviceSeq":1,"outcome":{"ok":true,"kind":"cancelled","state":"killed"}}`,
 	`{"t":"result","gen":"7","instructionId":"ins_1","deviceSeq":1,"outcome":{"ok":false,"errorCode":"not_found","message":"no such file: /a"}}`,
 	`{"t":"chunk","gen":"7","instructionId":"ins_1","streamSeq":0,"kind":"stdout","dataB64":"aGVsbG8K"}`,
+	`{"t":"chunk","gen":"7","instructionId":"ins_1","streamSeq":0,"kind":"data","dataB64":"\/\/4A"}`,
+	`{"t":"chunk","gen":"7","instructionId":"ins_1","streamSeq":0,"kind":"stdout","dataB64":"\u0061Gk="}`,
 	`{"t":"chunk","gen":"7","instructionId":"ins_1","streamSeq":1,"kind":"exit","exitCode":0}`,
 	`{"t":"goodbye","gen":"7","reason":"sleep","graceMs":5000}`,
 	`{"t":"chunk","gen":"07","instructionId":"ins_1","streamSeq":0,"kind":"stdout","dataB64":"aGVsbG8"}`,
@@ -68,8 +70,9 @@ func FuzzDecodeDeviceFrame(f *testing.F) {
 			t.Fatal("a binary frame was accepted")
 		}
 		mustNotAlias(t, data, func(b []byte) (any, error) { return DecodeDeviceFrame(kind, b, MaxFrameBytes) })
+		checkDataB64(t, data, frame)
 		again := roundTripDevice(t, frame)
-		if !reflect.DeepEqual(frame, again) {
+		if !reflect.DeepEqual(unpooled(frame), unpooled(again)) {
 			t.Fatalf("round trip changed the frame:\n first %#v\nsecond %#v", frame, again)
 		}
 	})
@@ -96,6 +99,35 @@ func mustNotAlias(t *testing.T, data []byte, decode func([]byte) (any, error)) {
 	after, _ := json.Marshal(frame)
 	if !bytes.Equal(before, after) {
 		t.Fatalf("the decoded frame changed with its input buffer:\n%s\n%s", before, after)
+	}
+}
+
+// checkDataB64: an accepted stdout, stderr or data chunk carries exactly
+// the standard encoding of its data as DataB64, in memory of its own (the
+// lane passes it on after the read buffer is reused); an exit chunk none.
+func checkDataB64(t *testing.T, data []byte, frame DeviceFrame) {
+	t.Helper()
+	c, ok := frame.(*Chunk)
+	if !ok {
+		return
+	}
+	if c.Kind == ChunkExit {
+		if c.DataB64 != nil {
+			t.Fatalf("an exit chunk carries DataB64 %q", c.DataB64)
+		}
+		return
+	}
+	want := base64.StdEncoding.EncodeToString(c.Data)
+	if c.DataB64 == nil || string(c.DataB64) != want {
+		t.Fatalf("DataB64 %q, want the encoding of Data %q", c.DataB64, want)
+	}
+	buf := bytes.Clone(data)
+	f, _ := DecodeDeviceFrame(TextMessage, buf, MaxFrameBytes)
+	for i := range buf {
+		buf[i] = '#'
+	}
+	if got := f.(*Chunk); string(got.DataB64) != want || base64.StdEncoding.EncodeToString(got.Data) != want {
+		t.Fatalf("the chunk's DataB64 or Data changed with its input buffer: %q", got.DataB64)
 	}
 }
 
@@ -250,7 +282,7 @@ func FuzzFastChunkAgreesWithTheStrictDecoder(f *testing.F) {
 		if o.s.err != nil {
 			t.Fatalf("the fast path accepted %q, the strict decoder refused it: %v", data, o.s.err)
 		}
-		if !reflect.DeepEqual(fast, strict) {
+		if !reflect.DeepEqual(unpooled(fast), unpooled(strict)) {
 			t.Fatalf("fast %#v != strict %#v", fast, strict)
 		}
 	})

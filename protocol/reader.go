@@ -8,7 +8,6 @@ import (
 	"math"
 
 	"github.com/go-json-experiment/json/jsontext"
-	"github.com/sema-agent/sema/internal/b64"
 )
 
 // This file is the strict reader both decoders share. A frame is read in one
@@ -373,49 +372,17 @@ func (o *object) b64(name string, raw []byte) []byte {
 	return data
 }
 
-var errNotCanonicalBase64 = errors.New("must be canonical standard base64 (A-Z a-z 0-9 + /, exact = padding, zero padding bits, no line breaks)")
-
-// decodeCanonicalBase64 accepts exactly the strings StdEncoding produces. The
-// Strict decoder refuses the URL-safe alphabet, missing or extra padding and
-// non-zero padding bits, but skips CR and LF. Those are refused by length
-// instead of by scanning for them: a canonical string of length L decodes to
-// exactly L/4*3 bytes less one per trailing '=', and every skipped line
-// break (there must be four of them, or a multiple, for the rest to decode)
-// makes the decoded length at least three bytes shorter.
-func decodeCanonicalBase64(s []byte) ([]byte, error) {
-	if len(s)%4 != 0 {
-		return nil, errNotCanonicalBase64
+// b64Keeping is b64 that also returns a copy of the canonical text (see
+// Chunk.DataB64); both are non-nil once the member is accepted.
+func (o *object) b64Keeping(name string, raw []byte) (data, text []byte, pooled *chunkBuf) {
+	if raw[0] != '"' {
+		o.s.fail(o.path(name), "must be a base64 string, got %s", kindName(jsontext.Kind(raw[0])))
+		return nil, nil, nil
 	}
-	want := len(s) / 4 * 3
-	if len(s) > 0 && s[len(s)-1] == '=' {
-		want--
-		if s[len(s)-2] == '=' {
-			want--
-		}
+	data, text, pooled, err := decodeCanonicalBase64Keeping(unquote(raw))
+	if err != nil {
+		o.s.fail(o.path(name), "%v", err)
+		return nil, nil, nil
 	}
-	out := make([]byte, b64.DecodedLen(len(s)))
-	n, err := b64.DecodeStrict(out, s)
-	if err != nil || n != want {
-		return nil, errNotCanonicalBase64
-	}
-	return out[:n], nil
-}
-
-// CanonicalBase64 reports whether s is canonical standard base64: the one
-// spelling base64.StdEncoding produces for its bytes.
-func CanonicalBase64(s string) bool {
-	_, err := decodeCanonicalBase64([]byte(s))
-	return err == nil
-}
-
-// DecodeCanonicalBase64 decodes s if it is canonical standard base64, else
-// it returns an error saying what canonical means.
-func DecodeCanonicalBase64(s string) ([]byte, error) {
-	return decodeCanonicalBase64([]byte(s))
-}
-
-// DecodeCanonicalBase64Bytes is DecodeCanonicalBase64 for bytes, without
-// copying them first: the only allocation is the decoded result.
-func DecodeCanonicalBase64Bytes(b []byte) ([]byte, error) {
-	return decodeCanonicalBase64(b)
+	return data, text, pooled
 }

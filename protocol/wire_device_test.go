@@ -115,6 +115,7 @@ func TestDeviceFrameRoundTrip(t *testing.T) {
 			if want == nil {
 				want = tt.frame
 			}
+			want = withDataB64(want)
 			if !reflect.DeepEqual(got, want) {
 				t.Errorf("round trip of %s\n got %#v\nwant %#v", b, got, want)
 			}

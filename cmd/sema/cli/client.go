@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -16,6 +15,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/protocol"
 	"github.com/spf13/cobra"
 )
@@ -272,20 +272,8 @@ type result struct {
 	LaneCancelled bool
 }
 
-// streamEvent is one NDJSON line of the instruction stream.
-type streamEvent struct {
-	Event         string          `json:"event"`
-	InstructionID string          `json:"instructionId"`
-	Kind          string          `json:"kind"`
-	StreamSeq     int64           `json:"streamSeq"`
-	DataB64       *string         `json:"dataB64"`
-	ExitCode      *int            `json:"exitCode"`
-	State         string          `json:"state"`
-	Outcome       json.RawMessage `json:"outcome"`
-	CancelledBy   string          `json:"cancelledBy"`
-}
-
-// chunkSink takes a stream's chunks in order: kind stdout, stderr or data.
+// chunkSink takes a stream's chunks in order: kind stdout, stderr or data;
+// data is valid only during the call (the reader reuses it).
 type chunkSink func(kind string, data []byte) error
 
 // cancelWait bounds the wait for an outcome after a cancel: the lane
@@ -367,15 +355,20 @@ func (c *apiClient) instruct(ctx context.Context, deviceID string, in instructio
 	broken := func(format string, args ...any) error {
 		return &ExitError{Code: ExitLaneFailure, Err: fmt.Errorf(format+"; instruction %s may have run", append(args, res.ID)...)}
 	}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 64<<10), 8<<20)
-	for sc.Scan() {
-		var ev streamEvent
-		if err := json.Unmarshal(sc.Bytes(), &ev); err != nil {
-			return res, broken("a bad line in the lane's stream: %v", err)
+	events := api.NewEventReader(resp.Body)
+	for {
+		ev, err := events.Next()
+		if errors.Is(err, api.ErrBadEvent) {
+			return res, broken("%v", err)
+		}
+		if err != nil {
+			if err == io.EOF {
+				err = io.ErrUnexpectedEOF
+			}
+			return res, broken("the lane's stream ended before the outcome (%v)", err)
 		}
 		switch ev.Event {
-		case "accepted":
+		case api.EventAccepted:
 			if res.ID != "" {
 				return res, broken("a second accepted event in the lane's stream")
 			}
@@ -383,19 +376,15 @@ func (c *apiClient) instruct(ctx context.Context, deviceID string, in instructio
 			id, res.ID = ev.InstructionID, ev.InstructionID
 			mu.Unlock()
 			close(idKnown)
-		case "chunk":
-			if ev.Kind == "exit" || ev.DataB64 == nil {
+		case api.EventChunk:
+			if ev.Kind == protocol.ChunkExit || ev.Data == nil {
 				continue // the exit code comes again in the outcome
 			}
-			data, err := protocol.DecodeCanonicalBase64(*ev.DataB64)
-			if err != nil {
-				return res, broken("a bad chunk in the lane's stream: %v", err)
-			}
-			if err := sink(ev.Kind, data); err != nil {
+			if err := sink(string(ev.Kind), ev.Data); err != nil {
 				return res, broken("%v", err)
 			}
-		case "outcome":
-			res.State, res.LaneCancelled = ev.State, ev.CancelledBy == "lane"
+		case api.EventOutcome:
+			res.State, res.LaneCancelled = string(ev.State), ev.CancelledBy == "lane"
 			if err := json.Unmarshal(ev.Outcome, &res.Outcome); err != nil {
 				return res, broken("a bad outcome in the lane's stream: %v", err)
 			}
@@ -407,11 +396,6 @@ func (c *apiClient) instruct(ctx context.Context, deviceID string, in instructio
 			return res, broken("an unknown event %q in the lane's stream", ev.Event)
 		}
 	}
-	err = sc.Err()
-	if err == nil {
-		err = io.ErrUnexpectedEOF
-	}
-	return res, broken("the lane's stream ended before the outcome (%v)", err)
 }
 
 // neverStarted reports an outcome that proves the work never started.
