@@ -37,7 +37,8 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) {
 		v := deviceView(d)
 		p := s.Presence(d.ID)
 		v.Inflight = p.Inflight // also while in the reconnect grace
-		if p.Online {           // presence on this replica (§8: presence assumes one replica)
+		// Presence on this replica (§8: presence assumes one replica).
+		if p.Online {
 			v.Online, v.Gen, v.ConnectedSince = true, p.Gen.String(), wireTime(p.ConnectedSince)
 		}
 		out = append(out, v)
