@@ -22,6 +22,18 @@ type Instruction struct {
 	// Content is the bytes of a write-family instruction; the lane computes
 	// contentLen and sha256 and sends it as payload parts (§3.4).
 	Content []byte
+	// ContentStream, instead of Content, streams a write's bytes: the lane
+	// reads exactly ContentLen bytes from it, PayloadPartBytes at a time, as
+	// it sends them, holding no more than one part. ContentLen and
+	// ContentSHA256 are the contentLen and sha256 it declares (§3.4); the
+	// device verifies both at the commit, so a stream that ends short or
+	// does not match its digest fails the instruction with no file. The
+	// stream is read only once the call is committed, from the lane's send
+	// goroutine, and never after Call.ContentReleased is closed; a call that
+	// is never sent does not read it at all.
+	ContentStream io.Reader
+	ContentLen    int64
+	ContentSHA256 protocol.Digest
 	// RootSessionID names the caller's root session; informational.
 	RootSessionID string
 	// EnvironmentSupports, when not nil, is the device's supports list as it
@@ -94,6 +106,14 @@ type Call struct {
 	cancelTimer clock.Timer
 	cancelWant  bool // a cancel was requested
 	cancelGen   protocol.Gen
+
+	// A streamed content (Instruction.ContentStream), until dropContent;
+	// released is closed by contentDone. contentShort, set by the send
+	// goroutine, says how the stream ended early; the settlement's failure
+	// message starts with it.
+	upload       io.Reader
+	released     chan struct{}
+	contentShort string
 }
 
 // Next returns the next event: chunks in order, then the settlement. After
@@ -225,9 +245,13 @@ func (c *Call) finish(s Settlement) {
 // one party that owns the content at that point: the send goroutine of a
 // committed call, settle for one that never was.
 func (c *Call) dropContent() {
-	c.content = nil
+	c.content, c.upload = nil, nil
 	c.contentDone()
 }
+
+// ContentReleased is closed once the lane has let go of the instruction's
+// content: after it, the lane reads no more of a ContentStream.
+func (c *Call) ContentReleased() <-chan struct{} { return c.released }
 
 func (c *Call) wake() {
 	select {

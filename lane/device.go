@@ -52,6 +52,12 @@ func (s *Server) settle(d *deviceState, c *Call, state protocol.InstructionState
 		c.dropContent() // never sent: no send goroutine will
 	}
 	c.state = state
+	if f, ok := o.(protocol.Failure); ok && c.contentShort != "" {
+		// The device's answer to a short upload (§3.4's check at the
+		// commit) is the consequence; the cause comes first.
+		f.Message = c.contentShort + "; the device answered: " + f.Message
+		o = f
+	}
 	s.metrics.settled(state, o)
 	for _, t := range []clock.Timer{c.ceiling, c.gapTimer, c.cancelTimer} {
 		if t != nil {

@@ -39,9 +39,9 @@ func (s *Server) Dispatch(ctx context.Context, deviceID string, in Instruction) 
 }
 
 // dispatch is Dispatch for an owner. contentDone, when not nil, is called
-// exactly once when the lane has let go of in.Content: at once on an error,
-// else when the call's payload has been written (or failed to be), or
-// when it settles without having been committed.
+// exactly once when the lane has let go of in.Content (or ContentStream):
+// at once on an error, else when the call's payload has been written (or
+// failed to be), or when it settles without having been committed.
 func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instruction, contentDone func()) (call *Call, err error) {
 	if contentDone == nil {
 		contentDone = func() {}
@@ -62,10 +62,12 @@ func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instru
 	if err != nil {
 		return nil, fmt.Errorf("lane: the device registry is unavailable: %w", err)
 	}
+	released := make(chan struct{})
 	call = &Call{
 		ID: frame.InstructionID, DeviceID: deviceID, Kind: in.Kind, srv: s, owner: owner,
 		notify: make(chan struct{}, 1), done: make(chan struct{}), sent: make(chan struct{}),
-		state: protocol.StateQueued, frame: frame, content: in.Content, contentDone: sync.OnceFunc(contentDone),
+		state: protocol.StateQueued, frame: frame, content: in.Content, upload: in.ContentStream,
+		contentDone: sync.OnceFunc(func() { contentDone(); close(released) }), released: released,
 		resultSeq: -1, ackedTo: -1,
 	}
 	d := s.device(deviceID)
@@ -127,9 +129,19 @@ func (s *Server) buildFrame(in Instruction) (protocol.Instruction, error) {
 		if !ok {
 			return bad("%s takes WriteArgs", in.Kind)
 		}
-		w.ContentLen, w.SHA256 = int64(len(in.Content)), protocol.Digest(sha256.Sum256(in.Content))
+		switch {
+		case in.ContentStream == nil:
+			w.ContentLen, w.SHA256 = int64(len(in.Content)), protocol.Digest(sha256.Sum256(in.Content))
+		case in.Content != nil:
+			return bad("a write carries Content or ContentStream, not both")
+		case in.ContentLen < 0 || in.ContentLen > protocol.MaxSafeInteger:
+			return bad("contentLen %d is out of range", in.ContentLen)
+		default:
+			// Streamed: the declared values, verified by the device (§3.4).
+			w.ContentLen, w.SHA256 = in.ContentLen, in.ContentSHA256
+		}
 		args = w
-	} else if in.Content != nil {
+	} else if in.Content != nil || in.ContentStream != nil {
 		return bad("only the write family carries content")
 	}
 	frame := protocol.Instruction{

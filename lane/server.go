@@ -76,6 +76,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/devices", s.laneOnly(s.authenticated(s.listDevices)))
 	s.mux.HandleFunc("POST /v1/devices/{id}/revoke", s.laneOnly(s.authenticated(s.revokeDevice)))
 	s.mux.HandleFunc("POST /v1/devices/{id}/instructions", s.laneOnly(s.authenticated(s.postInstruction)))
+	s.mux.HandleFunc("POST /v1/devices/{id}/writes", s.laneOnly(s.authenticated(s.postWrite)))
 	s.mux.HandleFunc("POST /v1/instructions/{id}/cancel", s.laneOnly(s.authenticated(s.cancelInstruction)))
 	s.mux.HandleFunc("GET "+cfg.WSPath, s.laneOnly(s.serveWebSocket))
 	return s, nil

@@ -151,11 +151,15 @@ func (op *fileOp) appendFile(a protocol.WriteArgs, t *writeTarget) protocol.Outc
 	if op.ctx.Err() != nil {
 		return op.stopped()
 	}
-	data, release, err := mapAll(s.f, a.ContentLen)
-	if err != nil {
-		return osFailure("read back the staged payload for", a.Path, err)
-	}
+	mapped, release := mapStaged(s.f, a.ContentLen)
 	defer release()
+	var first []byte // without a mapping: the first piece, read back before the target is touched
+	if mapped == nil && a.ContentLen > 0 {
+		first = make([]byte, min(a.ContentLen, appendPiece))
+		if _, err := s.f.ReadAt(first, 0); err != nil {
+			return osFailure("read back the staged payload for", a.Path, err)
+		}
+	}
 
 	fd, err := openFD(t.dfd, t.name, unix.O_WRONLY|unix.O_APPEND|unix.O_CREAT|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0o644)
 	if err != nil {
@@ -172,6 +176,75 @@ func (op *fileOp) appendFile(a protocol.WriteArgs, t *writeTarget) protocol.Outc
 	if f := notRegular(protocol.KindAppendFile, a.Path, st.Mode); f != nil {
 		return *f
 	}
+	n, err := appendStaged(fd, s.f, mapped, first, a.ContentLen)
+	if err != nil {
+		if n == 0 { // a read-back error comes only after the first piece landed
+			return osFailure("append to", a.Path, err)
+		}
+		return failf(protocol.ErrOutcomeUnknown, "appendFile %q: appended only %d of %d bytes before: %s; the file now ends with a partial append",
+			a.Path, n, a.ContentLen, errText(err))
+	}
+	if err := unix.Fsync(fd); err != nil {
+		return failf(protocol.ErrOutcomeUnknown, "appendFile %q: appended %d bytes but fsync failed: %s; they may not be durable",
+			a.Path, n, errText(err))
+	}
+	return protocol.VoidOutcome{}
+}
+
+// mapStaged maps the n staged bytes of f read-only, or returns nil when it
+// cannot (then appendStaged reads them back in pieces). The mapping holds
+// no memory of its own: its pages are the staging file's page cache, which
+// the payload has just filled, clean and reclaimable once written back (the
+// process's RSS counts them as RssFile while they are mapped).
+func mapStaged(f *os.File, n int64) (data []byte, release func()) {
+	if n == 0 || n > int64(int(^uint(0)>>1)) {
+		return nil, func() {}
+	}
+	b, err := unix.Mmap(int(f.Fd()), 0, int(n), unix.PROT_READ, unix.MAP_SHARED)
+	if err != nil {
+		return nil, func() {}
+	}
+	return b, func() { _ = unix.Munmap(b) }
+}
+
+// appendPiece is the read-back buffer of an append whose staging file
+// cannot be mapped: the memory an append holds, whatever its size.
+const appendPiece = 1 << 20
+
+// readBackError: reading the staging file back failed.
+type readBackError struct{ err error }
+
+func (e *readBackError) Error() string { return "reading back the staged payload: " + errText(e.err) }
+
+// appendStaged appends the n bytes staged in f to fd and returns how many
+// landed. From the mapping, with one write(2) (further calls only if the
+// kernel writes less: over 2 GiB, a full disk); without one, read back
+// and written appendPiece bytes at a time, first being the first piece,
+// already read.
+func appendStaged(fd int, f *os.File, mapped, first []byte, n int64) (int64, error) {
+	if mapped != nil || n == 0 {
+		return writeAll(fd, mapped)
+	}
+	buf := first
+	var done int64
+	for done < n {
+		piece := buf[:min(int64(len(buf)), n-done)]
+		if done > 0 {
+			if _, err := f.ReadAt(piece, done); err != nil {
+				return done, &readBackError{err}
+			}
+		}
+		m, err := writeAll(fd, piece)
+		done += m
+		if err != nil {
+			return done, err
+		}
+	}
+	return done, nil
+}
+
+// writeAll writes data to fd, retrying short writes.
+func writeAll(fd int, data []byte) (int64, error) {
 	n := 0
 	for n < len(data) {
 		m, err := ignoringEINTR(func() (int, error) { return unix.Write(fd, data[n:]) })
@@ -184,35 +257,9 @@ func (op *fileOp) appendFile(a protocol.WriteArgs, t *writeTarget) protocol.Outc
 		if err == nil {
 			err = io.ErrShortWrite
 		}
-		if n == 0 {
-			return osFailure("append to", a.Path, err)
-		}
-		return failf(protocol.ErrOutcomeUnknown, "appendFile %q: appended only %d of %d bytes before: %s; the file now ends with a partial append",
-			a.Path, n, len(data), errText(err))
+		return int64(n), err
 	}
-	if err := unix.Fsync(fd); err != nil {
-		return failf(protocol.ErrOutcomeUnknown, "appendFile %q: appended %d bytes but fsync failed: %s; they may not be durable",
-			a.Path, n, errText(err))
-	}
-	return protocol.VoidOutcome{}
-}
-
-// mapAll returns the n bytes of f: mapped read-only when it can, else read.
-func mapAll(f *os.File, n int64) (data []byte, release func(), err error) {
-	if n == 0 {
-		return nil, func() {}, nil
-	}
-	if n > int64(int(^uint(0)>>1)) {
-		return nil, nil, fmt.Errorf("%d bytes do not fit in memory on this platform", n)
-	}
-	if b, err := unix.Mmap(int(f.Fd()), 0, int(n), unix.PROT_READ, unix.MAP_SHARED); err == nil {
-		return b, func() { _ = unix.Munmap(b) }, nil
-	}
-	b := make([]byte, n)
-	if _, err := f.ReadAt(b, 0); err != nil {
-		return nil, nil, err
-	}
-	return b, func() {}, nil
+	return int64(n), nil
 }
 
 // notRegular refuses a write onto something that is not a regular file.

@@ -1,0 +1,7 @@
+//go:build race
+
+package executor_test
+
+// uploadBytes is the size of the streamed upload of the test command, which
+// runs under the race detector (SEMA_SOAK=1 runs 1 GiB: TestStreamedUploadSoak).
+const uploadBytes = 64 << 20
