@@ -43,7 +43,7 @@ func (in *remoteStdin) wrap(command string) string {
 	if in == nil || in.path == "" {
 		return command
 	}
-	return "exec <" + shellQuote(in.path) + "\n" + command
+	return "exec <" + singleQuote(in.path) + "\n" + command
 }
 
 // uploadStdin spools Stdin and uploads it; nil when it was empty.
