@@ -19,7 +19,11 @@ const putShort = "Write a local file (or standard input) of any size to PATH on 
 // fs put streams the file with the upload endpoint (docs/api.md, "Streamed
 // writes"): one code path for every size, the content read twice (once for
 // its digest, which the upload needs first, §3.4, then sent), never held.
-// Standard input is spooled to an unlinked temp file first.
+// Standard input is spooled to an unlinked temp file first. contentB64 is
+// no faster for small files: measured through the real binaries on
+// loopback (20 puts each, two rounds), 4 KiB took 10–12 ms a put streamed
+// against 13–17 ms as contentB64, 1 MiB 23 ms against 52 ms, 16 MiB
+// 123–184 ms against 326–437 ms.
 //
 // The write's args have no mode (§3.1's closed set), so a new file gets
 // the local file's executable bits as scp does with an exec of chmod after
