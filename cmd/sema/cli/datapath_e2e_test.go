@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -60,6 +61,16 @@ func TestFsPutAndGetAnySize(t *testing.T) {
 	out, errOut, code := s.sema(t, nil, "fs", "get", "small.bin", "-")
 	if code != 0 || sha([]byte(out)) != sha(content) {
 		t.Fatalf("get to stdout: exit %d, %d bytes: %s", code, len(out), errOut)
+	}
+	// Without LOCAL, get writes the remote's name in the current directory.
+	here := t.TempDir()
+	cmd := exec.Command(semaBin, "fs", "get", filepath.Join(ws, "small.bin"))
+	cmd.Dir, cmd.Env = here, append(os.Environ(), s.env(t)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("get without LOCAL: %v %s", err, out)
+	}
+	if b, _ := os.ReadFile(filepath.Join(here, "small.bin")); !bytes.Equal(b, content) {
+		t.Fatal("get without LOCAL: differs")
 	}
 	// get into a directory takes the remote's name; an existing file is replaced.
 	if _, errOut, code := s.sema(t, nil, "fs", "get", "small.bin", local); code != 0 {
