@@ -139,6 +139,7 @@ func (c *Client) stream(ctx context.Context, build func(context.Context) (*http.
 // stream, which cancels the instruction.
 func follow(r io.Reader, sink Sink, w *watcher) (Result, error) {
 	var res Result
+	accepted := false
 	broken := func(format string, args ...any) error {
 		return &StreamError{InstructionID: res.ID, Err: fmt.Errorf(format, args...)}
 	}
@@ -153,11 +154,18 @@ func follow(r io.Reader, sink Sink, w *watcher) (Result, error) {
 		case err != nil:
 			return res, broken("the lane's stream ended before the outcome (%v)", err)
 		}
+		if !accepted && ev.Event != api.EventAccepted {
+			return res, broken("the lane's stream did not begin with its accepted event")
+		}
 		switch ev.Event {
 		case api.EventAccepted:
-			if res.ID != "" {
+			switch {
+			case accepted:
 				return res, broken("a second accepted event in the lane's stream")
+			case ev.InstructionID == "":
+				return res, broken("an accepted event without an instructionId in the lane's stream")
 			}
+			accepted = true
 			res.ID = ev.InstructionID
 			w.accepted(res.ID)
 			if sink.Accepted != nil {

@@ -94,7 +94,9 @@ func (w *watcher) run() {
 func (w *watcher) accepted(id string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.id == "" {
+	select {
+	case <-w.idKnown:
+	default:
 		w.id = id
 		close(w.idKnown)
 	}

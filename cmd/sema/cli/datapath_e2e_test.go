@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sema-agent/sema/cmd/sema/cli"
@@ -167,6 +168,13 @@ func TestRunStdin(t *testing.T) {
 	}
 	if after := dispatches(t, s); after != before+2 {
 		t.Errorf("-n and an empty stdin cost %v dispatches, want 2", after-before)
+	}
+	// Ctrl-C: cancelled as ever, and the stdin file is removed too.
+	run := startProc(t, s.env(t), strings.NewReader("x\n"), "run", "--", "echo started; exec sleep 60")
+	waitFor(t, "the command to start", func() bool { return strings.Contains(run.stdout.String(), "started") })
+	run.cmd.Process.Signal(syscall.SIGINT)
+	if code := run.wait(t); code != cli.ExitCancelled || strings.Contains(run.stderr.String(), "warning") {
+		t.Fatalf("Ctrl-C: exit %d: %s", code, run.stderr)
 	}
 	// Every stdin file is gone from the device's temp dir.
 	out, errOut, code := s.sema(t, nil, "run", "--", `ls -A "$TMPDIR"/sema-$(id -u)/tmp`)
