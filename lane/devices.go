@@ -5,29 +5,13 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
 
-// deviceBody is one device as the user plane shows it.
-type deviceBody struct {
-	DeviceID      string `json:"deviceId"`
-	DisplayName   string `json:"displayName,omitempty"`
-	PlatformOS    string `json:"platformOs"`
-	PlatformArch  string `json:"platformArch,omitempty"`
-	WorkspaceRoot string `json:"workspaceRoot"`
-	CreatedAt     string `json:"createdAt"`
-	Revoked       bool   `json:"revoked"`
-	RevokedAt     string `json:"revokedAt,omitempty"`
-	// Presence on this replica (§8: presence assumes a single replica).
-	Online         bool   `json:"online"`
-	Gen            string `json:"gen,omitempty"`
-	ConnectedSince string `json:"connectedSince,omitempty"`
-	Inflight       int    `json:"inflight"`
-}
-
-func deviceView(d store.Device) deviceBody {
-	b := deviceBody{
+func deviceView(d store.Device) api.Device {
+	b := api.Device{
 		DeviceID: d.ID, DisplayName: d.DisplayName, PlatformOS: d.PlatformOS, PlatformArch: d.PlatformArch,
 		WorkspaceRoot: d.WorkspaceRoot, CreatedAt: wireTime(d.CreatedAt), Revoked: d.Revoked(),
 	}
@@ -48,17 +32,18 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "list devices", err)
 		return
 	}
-	out := make([]deviceBody, 0, len(devices))
+	out := make([]api.Device, 0, len(devices))
 	for _, d := range devices {
 		v := deviceView(d)
 		p := s.Presence(d.ID)
 		v.Inflight = p.Inflight // also while in the reconnect grace
+		// Presence on this replica (§8: presence assumes one replica).
 		if p.Online {
 			v.Online, v.Gen, v.ConnectedSince = true, p.Gen.String(), wireTime(p.ConnectedSince)
 		}
 		out = append(out, v)
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"devices": out})
+	writeJSON(w, http.StatusOK, api.DeviceList{Devices: out})
 }
 
 // revokeDevice is POST /v1/devices/{id}/revoke: terminal, audited, and only

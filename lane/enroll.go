@@ -9,6 +9,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -49,12 +50,6 @@ func (s *Server) rateLimited(w http.ResponseWriter, r *http.Request, b bucket) b
 	return true
 }
 
-type enrollTokenBody struct {
-	Token     string `json:"token"`
-	ExpiresAt string `json:"expiresAt"`
-	TTLSec    int64  `json:"ttlSec"`
-}
-
 // issueEnrollToken is POST /v1/devices/enroll-tokens: a closed empty body,
 // the plaintext token exactly once, issued to the caller.
 func (s *Server) issueEnrollToken(w http.ResponseWriter, r *http.Request) {
@@ -77,7 +72,7 @@ func (s *Server) issueEnrollToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: eventTokenIssued, RemoteAddr: remoteAddr(r)})
-	writeJSON(w, http.StatusOK, enrollTokenBody{Token: token, ExpiresAt: wireTime(tok.ExpiresAt), TTLSec: int64(tok.TTL / time.Second)})
+	writeJSON(w, http.StatusOK, api.EnrollTokenResponse{Token: token, ExpiresAt: wireTime(tok.ExpiresAt), TTLSec: int64(tok.TTL / time.Second)})
 }
 
 // enrollFields is the closed body of POST /v1/devices/enroll (§1.1).
@@ -156,5 +151,5 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 		event = eventEnrollReplayed // §1.1: the same 200 and deviceId as the first time
 	}
 	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: dev.ID, Event: event, RemoteAddr: remoteAddr(r)})
-	writeJSON(w, http.StatusOK, map[string]string{"deviceId": dev.ID})
+	writeJSON(w, http.StatusOK, api.EnrollResponse{DeviceID: dev.ID})
 }

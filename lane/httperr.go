@@ -6,29 +6,32 @@ import (
 	"net/http"
 	"strconv"
 	"time"
+
+	"github.com/sema-agent/sema/api"
 )
 
-// Error codes of the management plane (§1.1's table).
+// Error codes of the management plane (§1.1's table), defined in api.
 const (
-	codeInvalidJSON       = "request.invalid_json"
-	codeBodyShape         = "request.body_shape"
-	codeFieldInvalid      = "request.field_invalid"
-	codeBodyTooLarge      = "request.body_too_large"
-	codeForbidden         = "auth.forbidden"
-	codeEnrollmentInvalid = "device.enrollment_invalid"
-	codeDeviceNotFound    = "device.not_found"
-	codeRateExceeded      = "limit.rate_exceeded"
-	codeLaneRequired      = "capability.device_lane_required"
-	codeUnavailable       = "service.unavailable"
-	codeBusy              = "service.busy"
-	codeLengthRequired    = "request.length_required"
+	codeInvalidJSON         = api.CodeInvalidJSON
+	codeBodyShape           = api.CodeBodyShape
+	codeFieldInvalid        = api.CodeFieldInvalid
+	codeBodyTooLarge        = api.CodeBodyTooLarge
+	codeForbidden           = api.CodeForbidden
+	codeEnrollmentInvalid   = api.CodeEnrollmentInvalid
+	codeDeviceNotFound      = api.CodeDeviceNotFound
+	codeInstructionNotFound = api.CodeInstructionNotFound
+	codeRateExceeded        = api.CodeRateExceeded
+	codeLaneRequired        = api.CodeLaneRequired
+	codeUnavailable         = api.CodeUnavailable
+	codeBusy                = api.CodeBusy
+	codeLengthRequired      = api.CodeLengthRequired
 )
 
-// apiError is an error answer: {"errorCode": "...", "message": "..."}.
+// apiError is an error answer, sent as api.Error.
 type apiError struct {
-	Status  int    `json:"-"`
-	Code    string `json:"errorCode"`
-	Message string `json:"message"`
+	Status  int
+	Code    string
+	Message string
 	// retryAfter, when set, is sent as Retry-After (whole seconds).
 	retryAfter time.Duration
 }
@@ -42,7 +45,7 @@ func errorf(status int, code, format string, args ...any) *apiError {
 // enrollmentInvalidBody is the one answer to the four refusals of §1.1:
 // byte-identical on the wire, so that "expired", "unknown", "someone
 // else's" and "used with another key" cannot be told apart.
-var enrollmentInvalidBody = mustJSON(apiError{
+var enrollmentInvalidBody = mustJSON(api.Error{
 	Code:    codeEnrollmentInvalid,
 	Message: "Enrollment was refused. The token may have expired, may already have been used by another device, or may have been issued to a different account. Ask for a new enrollment token and try again.",
 })
@@ -58,7 +61,7 @@ func mustJSON(v any) []byte {
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
-		status, b = http.StatusInternalServerError, mustJSON(apiError{Code: "internal", Message: "the answer could not be encoded"})
+		status, b = http.StatusInternalServerError, mustJSON(api.Error{Code: api.CodeInternal, Message: "the answer could not be encoded"})
 	}
 	writeBody(w, status, b)
 }
@@ -76,5 +79,5 @@ func writeError(w http.ResponseWriter, e *apiError) {
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(e.retryAfter), 10))
 	}
-	writeJSON(w, e.Status, e)
+	writeJSON(w, e.Status, api.Error{Code: e.Code, Message: e.Message})
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -287,10 +288,10 @@ func (s *Server) cancelInstruction(w http.ResponseWriter, r *http.Request) {
 	case !live && remembered && s.owns(r, caller.ID, deviceID):
 		// Settled already: cancelling is a no-op.
 	default:
-		writeError(w, errorf(http.StatusNotFound, "instruction.not_found", "no instruction %q of yours is known to this lane", clip(id)))
+		writeError(w, errorf(http.StatusNotFound, codeInstructionNotFound, "no instruction %q of yours is known to this lane", clip(id)))
 		return
 	}
-	writeJSON(w, http.StatusAccepted, map[string]string{"instructionId": id})
+	writeJSON(w, http.StatusAccepted, api.CancelResponse{InstructionID: id})
 }
 
 func (s *Server) owns(r *http.Request, identityID, deviceID string) bool {

@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 )
@@ -510,7 +511,7 @@ func TestDevicesListAndRevoke(t *testing.T) {
 	}
 	mine, bobs := enroll(key), enroll(bobKey)
 	var list struct {
-		Devices []deviceBody `json:"devices"`
+		Devices []api.Device `json:"devices"`
 	}
 	json.Unmarshal(l.do("GET", "/v1/devices", key, "").body, &list)
 	if len(list.Devices) != 1 || list.Devices[0].DeviceID != mine || list.Devices[0].Revoked {

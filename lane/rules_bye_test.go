@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/internal/clock"
 	"github.com/sema-agent/sema/internal/ids"
 	"github.com/sema-agent/sema/lane/store"
@@ -248,10 +249,10 @@ func TestR15GoodbyeGraceDefaultsToTheReconnectGrace(t *testing.T) {
 func TestPresenceInDeviceList(t *testing.T) {
 	l := newWSLane(t)
 	fd := l.enroll()
-	list := func() deviceBody {
+	list := func() api.Device {
 		t.Helper()
 		var body struct {
-			Devices []deviceBody `json:"devices"`
+			Devices []api.Device `json:"devices"`
 		}
 		r := l.do("GET", "/v1/devices", l.ownerKey, "")
 		if err := json.Unmarshal(r.body, &body); err != nil || len(body.Devices) != 1 {

@@ -4,13 +4,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
-	"net/url"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/internal/safetext"
 )
 
@@ -42,17 +41,17 @@ func newDevicesCmd() *cobra.Command {
 }
 
 func runDevices(c *cobra.Command, f devicesFlags) error {
-	api, err := f.client.client()
+	lc, err := f.client.client()
 	if err != nil {
 		return err
 	}
-	defer api.close()
-	devs, err := api.devices(c.Context())
+	defer lc.Close()
+	devs, err := lc.Devices(c.Context())
 	if err != nil {
 		return err
 	}
 	if f.json {
-		b, _ := json.MarshalIndent(map[string]any{"devices": devs}, "", "  ")
+		b, _ := json.MarshalIndent(api.DeviceList{Devices: devs}, "", "  ")
 		fmt.Fprintf(Stdout, "%s\n", safetext.JSON(b))
 		return nil
 	}
@@ -116,13 +115,13 @@ func newRevokeCmd() *cobra.Command {
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error {
-			api, err := f.client()
+			lc, err := f.client()
 			if err != nil {
 				return err
 			}
-			defer api.close()
-			var d deviceInfo
-			if err := api.call(c.Context(), http.MethodPost, "/v1/devices/"+url.PathEscape(args[0])+"/revoke", struct{}{}, &d); err != nil {
+			defer lc.Close()
+			d, err := lc.Revoke(c.Context(), args[0])
+			if err != nil {
 				return err
 			}
 			fmt.Fprintf(Stdout, "revoked %s\n", safetext.String(d.DeviceID))

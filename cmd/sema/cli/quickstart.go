@@ -17,11 +17,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/executor"
 	"github.com/sema-agent/sema/internal/safetext"
 	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/lane/store/sqlite"
+	"github.com/sema-agent/sema/protocol"
 )
 
 type quickstartFlags struct {
@@ -61,8 +64,9 @@ type quickstart struct {
 	tmp     string
 	log     *slog.Logger
 	cleanup []func()
-	api     *apiClient
-	dev     deviceInfo
+	api     *client.Client
+	key     string // the throwaway API key of api
+	dev     api.Device
 }
 
 func (q *quickstart) onClose(f func()) { q.cleanup = append(q.cleanup, f) }
@@ -159,10 +163,12 @@ func (q *quickstart) start(ws string) error {
 			hs.Shutdown(sctx)
 			<-served
 		})
-		tr := http.DefaultTransport.(*http.Transport).Clone()
-		q.api = &apiClient{base: "http://" + ln.Addr().String(), key: apiKey, hc: &http.Client{Transport: tr}}
-		q.onClose(q.api.close)
-		return q.api.base + ", SQLite in " + q.tmp, nil
+		q.key = apiKey
+		if q.api, err = client.New("http://"+ln.Addr().String(), apiKey); err != nil {
+			return "", err
+		}
+		q.onClose(q.api.Close)
+		return q.api.BaseURL() + ", SQLite in " + q.tmp, nil
 	})
 	if err != nil {
 		return err
@@ -171,15 +177,14 @@ func (q *quickstart) start(ws string) error {
 	stateDir := filepath.Join(q.tmp, "device")
 	var rec device.Record
 	err = q.step("enroll", func() (string, error) {
-		var tok enrollToken
-		if err := q.api.call(ctx, http.MethodPost, "/v1/devices/enroll-tokens", nil, &tok); err != nil {
+		tok, err := q.api.EnrollToken(ctx)
+		if err != nil {
 			return "", err
 		}
 		host, _ := os.Hostname()
-		var err error
 		rec, err = device.Enroll(ctx, device.EnrollOptions{
-			Server: q.api.base, Token: tok.Token, APIKey: apiKey, WorkspaceRoot: ws,
-			DisplayName: host, StateDir: stateDir, HTTPClient: q.api.hc, Logger: q.log,
+			Server: q.api.BaseURL(), Token: tok.Token, APIKey: apiKey, WorkspaceRoot: ws,
+			DisplayName: host, StateDir: stateDir, HTTPClient: q.api.HTTPClient(), Logger: q.log,
 		})
 		if err != nil {
 			return "", err
@@ -226,7 +231,7 @@ func (q *quickstart) start(ws string) error {
 		deadline := time.After(15 * time.Second)
 		for {
 			if p := srv.Presence(rec.DeviceID); p.Online {
-				q.dev = deviceInfo{DeviceID: rec.DeviceID, WorkspaceRoot: rec.WorkspaceRoot}
+				q.dev = api.Device{DeviceID: rec.DeviceID, WorkspaceRoot: rec.WorkspaceRoot}
 				return fmt.Sprintf("online, gen %s, epoch %s", p.Gen, rt.Epoch()), nil
 			}
 			select {
@@ -251,7 +256,7 @@ func (q *quickstart) demonstrate() error {
 	command := `echo "hello from $(uname -sn)"; for i in 1 2 3; do echo "tick $i"; sleep 0.05; done; echo "(this line is stderr)" >&2`
 	err := q.step("execStream", func() (string, error) {
 		out := &prefixWriter{w: Stdout, prefix: "                 │ "}
-		_, err := execStream(q.c, q.api, q.dev.DeviceID, command, "", 30*time.Second, out, out)
+		_, err := execStream(q.c, q.api, q.dev.DeviceID, command, "", 30*time.Second, out, out, nil)
 		out.flush()
 		if err != nil {
 			return "", err
@@ -264,8 +269,9 @@ func (q *quickstart) demonstrate() error {
 	dir := filepath.Join(q.tempKinds(), "demo") // inside containment, as every path must be
 	file := filepath.Join(dir, "hello.txt")
 	content := []byte("hello from sema quickstart\n")
-	run := func(kind string, args any, data []byte, want string, sink chunkSink) (outcome, error) {
-		fc := fsCall{c: q.c, api: q.api, dev: q.dev, f: &fsFlags{timeout: 30 * time.Second}}
+	yes := true
+	run := func(kind protocol.InstructionKind, args any, data []byte, want protocol.OutcomeKind, sink chunkSink) (api.Outcome, error) {
+		fc := fsCall{c: q.c, lc: q.api, dev: q.dev, f: &fsFlags{timeout: 30 * time.Second}}
 		return fc.run(kind, args, data, want, sink)
 	}
 	steps := []struct {
@@ -273,11 +279,11 @@ func (q *quickstart) demonstrate() error {
 		do   func() (string, error)
 	}{
 		{"createDir", func() (string, error) {
-			_, err := run("createDir", map[string]any{"path": dir, "recursive": true}, nil, "void", nil)
+			_, err := run(protocol.KindCreateDir, protocol.DirArgs{Path: dir, Recursive: &yes}, nil, protocol.OutcomeVoid, nil)
 			return dir, err
 		}},
 		{"writeFile", func() (string, error) {
-			o, err := run("writeFile", map[string]string{"path": file}, content, "write", nil)
+			o, err := run(protocol.KindWriteFile, api.WriteArgs{Path: file}, content, protocol.OutcomeWrite, nil)
 			if err != nil {
 				return "", err
 			}
@@ -285,7 +291,7 @@ func (q *quickstart) demonstrate() error {
 		}},
 		{"readBinaryFile", func() (string, error) {
 			var got bytes.Buffer
-			_, err := run("readBinaryFile", map[string]string{"path": file}, nil, "read", func(_ string, b []byte) error {
+			_, err := run(protocol.KindReadBinaryFile, protocol.PathArgs{Path: file}, nil, protocol.OutcomeRead, func(_ protocol.ChunkKind, b []byte) error {
 				got.Write(b)
 				return nil
 			})
@@ -298,11 +304,11 @@ func (q *quickstart) demonstrate() error {
 			return fmt.Sprintf("%d bytes, identical to what was written", got.Len()), nil
 		}},
 		{"canonicalPath", func() (string, error) {
-			o, err := run("canonicalPath", map[string]string{"path": file}, nil, "stat", nil)
+			o, err := run(protocol.KindCanonicalPath, protocol.PathArgs{Path: file}, nil, protocol.OutcomeStat, nil)
 			return o.CanonicalPath + " (the device's real path)", err
 		}},
 		{"exists", func() (string, error) {
-			o, err := run("exists", map[string]string{"path": file + ".missing"}, nil, "stat", nil)
+			o, err := run(protocol.KindExists, protocol.PathArgs{Path: file + ".missing"}, nil, protocol.OutcomeStat, nil)
 			if err == nil && o.ExistsValue == nil {
 				err = errors.New("no existsValue")
 			}
@@ -326,7 +332,7 @@ func (q *quickstart) explain() {
 	if !q.f.noPrompt {
 		fmt.Fprintf(Stdout, "\nThe lane works. While this runs, try it from another terminal (this lane and its key are throwaway):\n\n"+
 			"    export %s=%s %s=%s\n    sema devices\n    sema run -- uname -a\n    sema fs ls .\n",
-			EnvServer, q.api.base, EnvAPIKey, q.api.key)
+			EnvServer, q.api.BaseURL(), EnvAPIKey, q.key)
 	} else {
 		fmt.Fprintln(Stdout, "\nThe lane works.")
 	}
@@ -388,7 +394,7 @@ func (q *quickstart) prompt() error {
 			return nil
 		}
 		start := time.Now()
-		_, err := execStream(q.c, q.api, q.dev.DeviceID, line, "", q.f.timeout, Stdout, Stderr)
+		_, err := execStream(q.c, q.api, q.dev.DeviceID, line, "", q.f.timeout, Stdout, Stderr, newWaitNotice())
 		ms := float64(time.Since(start).Microseconds()) / 1000
 		var ee *ExitError
 		switch {

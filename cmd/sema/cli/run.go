@@ -8,6 +8,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/client"
+	"github.com/sema-agent/sema/protocol"
 )
 
 type runFlags struct {
@@ -15,17 +19,25 @@ type runFlags struct {
 	device  string
 	timeout time.Duration
 	cwd     string
+	noStdin bool
 }
 
 func newRunCmd() *cobra.Command {
 	var f runFlags
 	c := &cobra.Command{
-		Use:   "run [--device ID] [--timeout 30s] [--cwd DIR] -- COMMAND…",
+		Use:   "run [--device ID] [--timeout 30s] [--cwd DIR] [-n] -- COMMAND…",
 		Short: "Run a command on a device through the lane, streaming its output, with its exit code",
 		Long: "run sends COMMAND (its words joined by spaces, run by the device's /bin/sh -c, as ssh does)\n" +
 			"to the device as execStream, writes its stdout and stderr here as they come, and exits with\n" +
 			"the command's exit code. Ctrl-C cancels it on the device and waits for the confirmation.\n" +
 			"A relative --cwd is taken from the device's workspace root.\n\n" +
+			"stdin: when it is not a terminal (a pipe, a file), run reads it to its end first, uploads it to\n" +
+			"a temporary file on the device and runs the command with that file as its stdin; the file is\n" +
+			"removed afterwards. It is not interactive: the protocol has no stdin channel. An empty stdin\n" +
+			"uploads nothing; -n (--no-stdin) does not read stdin at all (as ssh -n). On a terminal, stdin is\n" +
+			"not read and the command's stdin is /dev/null.\n\n" +
+			"On a terminal, run says so when the device stays silent (it may be holding the command for\n" +
+			"approval) and while Ctrl-C waits for the device to confirm.\n\n" +
 			"Exit codes when the command did not simply exit:\n" +
 			"  124  timeout: the device killed the command at --timeout\n" +
 			"  125  never started, nothing ran: the lane refused it, the device is offline or unknown, the\n" +
@@ -47,6 +59,7 @@ func newRunCmd() *cobra.Command {
 	c.Flags().StringVar(&f.device, "device", "", "the device id (default $"+EnvDevice+", else your only device)")
 	c.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "the device kills the command after this")
 	c.Flags().StringVar(&f.cwd, "cwd", "", "the working directory on the device (default its workspace root)")
+	c.Flags().BoolVarP(&f.noStdin, "no-stdin", "n", false, "do not read stdin (the command's stdin is /dev/null)")
 	return c
 }
 
@@ -54,12 +67,12 @@ func runRun(c *cobra.Command, f runFlags, args []string) error {
 	if f.timeout < time.Millisecond {
 		return usageError{fmt.Errorf("--timeout %v is too short", f.timeout)}
 	}
-	api, err := f.client.client()
+	lc, err := f.client.client()
 	if err != nil {
 		return nothingSent(err)
 	}
-	defer api.close()
-	dev, err := api.pickDevice(c.Context(), f.device)
+	defer lc.Close()
+	dev, err := pickDevice(c.Context(), lc, f.device)
 	if err != nil {
 		return err
 	}
@@ -67,28 +80,44 @@ func runRun(c *cobra.Command, f runFlags, args []string) error {
 	if f.cwd != "" {
 		cwd = remotePath(dev, f.cwd)
 	}
-	_, err = execStream(c, api, dev.DeviceID, strings.Join(args, " "), cwd, f.timeout, Stdout, Stderr)
+	command := strings.Join(args, " ")
+	if !f.noStdin && !stdinIsTerminal() {
+		in, err := uploadStdin(c, lc, dev, f.timeout)
+		if err != nil {
+			return err
+		}
+		defer in.remove()
+		command = in.wrap(command)
+	}
+	_, err = execStream(c, lc, dev.DeviceID, command, cwd, f.timeout, Stdout, Stderr, newWaitNotice())
 	return err
 }
 
 // execStream runs one command through the lane, copying its output to
 // stdout and stderr as it comes; the error carries the exit code (nil for
-// exit 0).
-func execStream(c *cobra.Command, api *apiClient, deviceID, command, cwd string, timeout time.Duration, stdout, stderr io.Writer) (result, error) {
-	res, err := api.instruct(c.Context(), deviceID, instruction{
-		Kind: "execStream", Args: map[string]string{"command": command}, Cwd: cwd, TimeoutMs: timeout.Milliseconds(),
-	}, func(kind string, data []byte) error {
-		w := stdout
-		if kind == "stderr" {
-			w = stderr
-		}
-		w.Write(data) // a closed terminal must not stop the stream: the outcome still matters
-		return nil
+// exit 0). notice, when not nil, tells the terminal why it is silent.
+func execStream(c *cobra.Command, lc *client.Client, deviceID, command, cwd string, timeout time.Duration, stdout, stderr io.Writer, notice *waitNotice) (client.Result, error) {
+	defer notice.end()
+	res, err := instruct(c.Context(), lc, deviceID, api.InstructionRequest{
+		Kind: protocol.KindExecStream, Args: protocol.CommandArgs{Command: command}, Cwd: cwd, TimeoutMs: timeout.Milliseconds(),
+	}, client.Sink{
+		Accepted:   notice.accepted,
+		Cancelling: notice.cancelling,
+		Chunk: func(kind protocol.ChunkKind, data []byte) error {
+			notice.beforeOutput()
+			w := stdout
+			if kind == protocol.ChunkStderr {
+				w = stderr
+			}
+			w.Write(data) // a closed terminal must not stop the stream: the outcome still matters
+			return nil
+		},
 	})
+	notice.end()
 	if err != nil {
 		return res, err
 	}
-	if err := res.failure("exec"); err != nil {
+	if err := failure(res, protocol.OutcomeExec); err != nil {
 		return res, refusedToStart(err)
 	}
 	o := res.Outcome

@@ -3,7 +3,6 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
-	"net/http"
 	"strings"
 	"time"
 
@@ -36,21 +35,14 @@ func newTokenCmd() *cobra.Command {
 	return c
 }
 
-// enrollToken is the answer of POST /v1/devices/enroll-tokens.
-type enrollToken struct {
-	Token     string `json:"token"`
-	ExpiresAt string `json:"expiresAt"`
-	TTLSec    int64  `json:"ttlSec"`
-}
-
 func runToken(c *cobra.Command, f tokenFlags) error {
-	api, err := f.client.client()
+	lc, err := f.client.client()
 	if err != nil {
 		return err
 	}
-	defer api.close()
-	var tok enrollToken
-	if err := api.call(c.Context(), http.MethodPost, "/v1/devices/enroll-tokens", nil, &tok); err != nil {
+	defer lc.Close()
+	tok, err := lc.EnrollToken(c.Context())
+	if err != nil {
 		return err
 	}
 	if f.json {
@@ -58,7 +50,7 @@ func runToken(c *cobra.Command, f tokenFlags) error {
 		fmt.Fprintf(Stdout, "%s\n", safetext.JSON(b))
 		return nil
 	}
-	fmt.Fprintln(Stdout, safetext.String(enrollLine(api.base, tok.Token, f.workspace)))
+	fmt.Fprintln(Stdout, safetext.String(enrollLine(lc.BaseURL(), tok.Token, f.workspace)))
 	fmt.Fprintf(Stderr, "Run that line on the device within %v (until %s), with $%s set to your API key;\n"+
 		"the token works once. Then start the executor there: sema device serve\n",
 		time.Duration(tok.TTLSec)*time.Second, safetext.String(tok.ExpiresAt), EnvAPIKey)

@@ -1,0 +1,146 @@
+package api
+
+import "github.com/sema-agent/sema/protocol"
+
+// The JSON bodies of the management plane and the instruction endpoints
+// (docs/api.md). The lane's handlers marshal exactly these; clients decode
+// them. Field order and tags are the wire: change neither.
+
+// Error is every error answer: {"errorCode": "...", "message": "..."}. The
+// message names the field at fault, never a secret.
+type Error struct {
+	Code    string `json:"errorCode"`
+	Message string `json:"message"`
+}
+
+// Error codes of the error answers (docs/api.md's table).
+const (
+	CodeInvalidJSON         = "request.invalid_json"
+	CodeBodyShape           = "request.body_shape"
+	CodeFieldInvalid        = "request.field_invalid"
+	CodeBodyTooLarge        = "request.body_too_large"
+	CodeLengthRequired      = "request.length_required"
+	CodeForbidden           = "auth.forbidden"
+	CodeEnrollmentInvalid   = "device.enrollment_invalid"
+	CodeDeviceNotFound      = "device.not_found"
+	CodeInstructionNotFound = "instruction.not_found"
+	CodeRateExceeded        = "limit.rate_exceeded"
+	CodeLaneRequired        = "capability.device_lane_required"
+	CodeUnavailable         = "service.unavailable"
+	CodeBusy                = "service.busy"
+	// CodeInternal answers a response that could not be encoded.
+	CodeInternal = "internal"
+)
+
+// Device is one device of GET /v1/devices and the answer of
+// POST /v1/devices/{id}/revoke. Times are RFC 3339 UTC with milliseconds.
+type Device struct {
+	DeviceID      string `json:"deviceId"`
+	DisplayName   string `json:"displayName,omitempty"`
+	PlatformOS    string `json:"platformOs"`
+	PlatformArch  string `json:"platformArch,omitempty"`
+	WorkspaceRoot string `json:"workspaceRoot"`
+	CreatedAt     string `json:"createdAt"`
+	Revoked       bool   `json:"revoked"`
+	RevokedAt     string `json:"revokedAt,omitempty"`
+	// Presence on the answering replica (§8: presence assumes one replica).
+	Online         bool   `json:"online"`
+	Gen            string `json:"gen,omitempty"`
+	ConnectedSince string `json:"connectedSince,omitempty"`
+	Inflight       int    `json:"inflight"`
+}
+
+// DeviceList is the answer of GET /v1/devices. Devices is never null.
+type DeviceList struct {
+	Devices []Device `json:"devices"`
+}
+
+// EnrollTokenResponse is the answer of POST /v1/devices/enroll-tokens: the
+// token's plaintext exists only here.
+type EnrollTokenResponse struct {
+	Token     string `json:"token"`
+	ExpiresAt string `json:"expiresAt"`
+	TTLSec    int64  `json:"ttlSec"`
+}
+
+// EnrollResponse is the answer of POST /v1/devices/enroll.
+type EnrollResponse struct {
+	DeviceID string `json:"deviceId"`
+}
+
+// CancelResponse is the 202 answer of POST /v1/instructions/{id}/cancel.
+type CancelResponse struct {
+	InstructionID string `json:"instructionId"`
+}
+
+// InstructionRequest is the closed body of
+// POST /v1/devices/{id}/instructions.
+type InstructionRequest struct {
+	Kind protocol.InstructionKind `json:"kind"`
+	// Args is the kind's args object of §3.1: a protocol args value
+	// (protocol.CommandArgs, protocol.PathArgs, protocol.DirArgs …) or, for
+	// the write family, WriteArgs (the lane computes contentLen and sha256).
+	Args      any               `json:"args"`
+	Cwd       string            `json:"cwd,omitempty"`
+	ShellEnv  map[string]string `json:"shellEnv,omitempty"`
+	TimeoutMs int64             `json:"timeoutMs"`
+	// ContentB64 is the write family's content in canonical standard base64.
+	ContentB64    *string `json:"contentB64,omitempty"`
+	RootSessionID string  `json:"rootSessionId,omitempty"`
+}
+
+// WriteArgs are the write family's args as the HTTP API takes them: §3.1's
+// WriteArgs without contentLen and sha256, which the lane computes from the
+// content (or takes from the upload's query).
+type WriteArgs struct {
+	Path   string           `json:"path"`
+	Expect *protocol.Expect `json:"expect,omitempty"`
+}
+
+// Outcome is any arm of an instruction's outcome (§3.3) in one flat shape:
+// a reader looks at OK and Kind (or ErrorCode) and then at the fields that
+// arm has.
+type Outcome struct {
+	OK   bool                 `json:"ok"`
+	Kind protocol.OutcomeKind `json:"kind,omitempty"`
+	// exec
+	ExitCode  *int                `json:"exitCode,omitempty"`
+	Truncated *protocol.Truncated `json:"truncated,omitempty"`
+	// ok:false
+	ErrorCode protocol.ErrorCode `json:"errorCode,omitempty"`
+	Message   string             `json:"message,omitempty"`
+	// cancelled: the cancel receipt's state (§5.3)
+	State protocol.CancelState `json:"state,omitempty"`
+	// stat
+	Info          *protocol.FileInfo  `json:"info,omitempty"`
+	Entries       []protocol.FileInfo `json:"entries,omitempty"`
+	ExistsValue   *bool               `json:"existsValue,omitempty"`
+	CanonicalPath string              `json:"canonicalPath,omitempty"`
+	// LinkTarget is readLink's target; nil for "not a symlink" (null).
+	LinkTarget *string `json:"linkTarget,omitempty"`
+	// write
+	Inode   string `json:"inode,omitempty"`
+	Created *bool  `json:"created,omitempty"`
+}
+
+// The streamed write upload: POST /v1/devices/{id}/writes?QUERY with the
+// raw content as the body (Content-Length required). Its answer is the
+// event stream of the instructions endpoint. The query keys:
+const (
+	UploadKind          = "kind"          // a write-family kind; default writeFile
+	UploadPath          = "path"          // absolute and normalized, as args.path
+	UploadTimeoutMs     = "timeoutMs"     // a positive integer
+	UploadSHA256        = "sha256"        // 64 lowercase hex: the SHA-256 of the body
+	UploadExpect        = "expect"        // writeFileGuarded only: its expect object as JSON
+	UploadRootSessionID = "rootSessionId" // optional
+)
+
+// UploadRequest is what the upload's query carries besides the body's
+// digest.
+type UploadRequest struct {
+	Kind          protocol.InstructionKind // "" is writeFile
+	Path          string
+	TimeoutMs     int64
+	Expect        *protocol.Expect // writeFileGuarded only
+	RootSessionID string
+}

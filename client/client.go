@@ -1,0 +1,165 @@
+// Package client is a Go client of the lane's HTTP API (docs/api.md): the
+// devices, enrollment tokens, instructions with their event stream and
+// cancel, and the streamed write upload. It speaks the shapes of package
+// api and prints nothing.
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/sema-agent/sema/api"
+)
+
+// Client calls one lane with one API key. It is safe for concurrent use.
+type Client struct {
+	base string
+	key  string
+	hc   *http.Client
+}
+
+// Option configures New.
+type Option func(*Client)
+
+// WithHTTPClient makes the client send its requests through hc (default:
+// its own client on a clone of http.DefaultTransport).
+func WithHTTPClient(hc *http.Client) Option { return func(c *Client) { c.hc = hc } }
+
+// New returns a client of the lane at baseURL (http:// or https://, with
+// or without a trailing slash) that authenticates with apiKey.
+func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
+	base := strings.TrimRight(baseURL, "/")
+	if !strings.HasPrefix(base, "http://") && !strings.HasPrefix(base, "https://") {
+		return nil, fmt.Errorf("the lane's URL %q: want an http:// or https:// URL", baseURL)
+	}
+	if apiKey == "" {
+		return nil, errors.New("no API key")
+	}
+	c := &Client{base: base, key: apiKey}
+	for _, o := range opts {
+		o(c)
+	}
+	if c.hc == nil {
+		c.hc = &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}
+	}
+	return c, nil
+}
+
+// BaseURL is the lane's URL without a trailing slash.
+func (c *Client) BaseURL() string { return c.base }
+
+// HTTPClient is the client the requests go through.
+func (c *Client) HTTPClient() *http.Client { return c.hc }
+
+// Close drops the idle connections, so that no goroutine of the transport
+// outlives the client's user.
+func (c *Client) Close() { c.hc.CloseIdleConnections() }
+
+// Error is an error answer of the lane: nothing was queued. Code and
+// Message are the body's errorCode and message; a body that is not the
+// lane's error shape leaves Code empty and Message the body's text.
+type Error struct {
+	Status  int
+	Code    string
+	Message string
+}
+
+func (e *Error) Error() string {
+	if e.Code == "" {
+		return fmt.Sprintf("the lane answered %d %s", e.Status, e.Message)
+	}
+	return e.Code + ": " + e.Message
+}
+
+// UnreachableError is a request that got no answer from the lane (the
+// connection was refused, broke, or timed out before the answer's head).
+type UnreachableError struct {
+	URL string
+	Err error
+}
+
+func (e *UnreachableError) Error() string {
+	return fmt.Sprintf("cannot reach the lane at %s: %v", e.URL, e.Err)
+}
+
+func (e *UnreachableError) Unwrap() error { return e.Err }
+
+// newRequest builds an authenticated request of path p.
+func (c *Client) newRequest(ctx context.Context, method, p string, body io.Reader) (*http.Request, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+p, body)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.key)
+	return req, nil
+}
+
+// do sends req; an answer that is not 2xx is an *Error.
+func (c *Client) do(req *http.Request) (*http.Response, error) {
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		if ue := errors.Unwrap(err); ue != nil { // drop url.Error's "Post URL:" prefix
+			err = ue
+		}
+		return nil, &UnreachableError{URL: c.base, Err: err}
+	}
+	if resp.StatusCode/100 != 2 {
+		defer resp.Body.Close()
+		return nil, readError(resp)
+	}
+	return resp, nil
+}
+
+func readError(resp *http.Response) *Error {
+	e := &Error{Status: resp.StatusCode}
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+	var body api.Error
+	if json.Unmarshal(b, &body) == nil && body.Code != "" {
+		e.Code, e.Message = body.Code, body.Message
+		return e
+	}
+	e.Message = strings.TrimSpace(string(b))
+	if e.Message == "" {
+		e.Message = http.StatusText(resp.StatusCode)
+	}
+	return e
+}
+
+// jsonRequest sends body (nil: no body) as JSON.
+func (c *Client) jsonRequest(ctx context.Context, method, p string, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := c.newRequest(ctx, method, p, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	return c.do(req)
+}
+
+// call does one JSON request and decodes the answer into out.
+func (c *Client) call(ctx context.Context, method, p string, body, out any) error {
+	resp, err := c.jsonRequest(ctx, method, p, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 16<<20)).Decode(out); err != nil {
+		return fmt.Errorf("the lane's answer to %s %s: %w", method, p, err)
+	}
+	return nil
+}

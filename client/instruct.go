@@ -1,0 +1,196 @@
+package client
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/protocol"
+)
+
+// Sink takes what an instruction's stream carries, as it comes. Every
+// field may be nil.
+type Sink struct {
+	// Accepted: the lane took the instruction under this id.
+	Accepted func(instructionID string)
+	// Chunk: a stdout, stderr or data chunk, in stream order; data is
+	// valid during the call only. An error stops following the stream,
+	// which cancels the instruction (its fate is then unknown).
+	Chunk func(kind protocol.ChunkKind, data []byte) error
+	// Cancelling: ctx ended, so the cancel is being posted and the outcome
+	// awaited (at most CancelWait). Called at most once, from another
+	// goroutine than Accepted and Chunk.
+	Cancelling func()
+}
+
+// Result is how an instruction ended.
+type Result struct {
+	ID      string
+	State   protocol.InstructionState // terminal or terminal_never_started
+	Outcome api.Outcome
+	// Interrupted: ctx ended during the call and a cancel was sent.
+	Interrupted bool
+	// LaneCancelled: the lane cancelled the command on its own (the
+	// outcome line's cancelledBy "lane": its output outran the lane's
+	// pending-delivery bound, §4); the output is incomplete.
+	LaneCancelled bool
+}
+
+// NeverStarted reports an outcome that proves the work never started: it
+// is safe to retry.
+func (r Result) NeverStarted() bool {
+	if r.State == protocol.StateTerminalNeverStarted {
+		return true
+	}
+	switch r.Outcome.ErrorCode {
+	case protocol.ErrTargetUnavailable, protocol.ErrShellUnavailable, protocol.ErrSpawnError, protocol.ErrNotSupported:
+		return true
+	}
+	return false
+}
+
+// StreamError is a stream that broke after the lane took the request (a
+// bad line, a connection lost, a Sink.Chunk error): the instruction may
+// have run, and its outcome is not known.
+type StreamError struct {
+	InstructionID string // "" when the stream broke before its accepted event
+	Err           error
+}
+
+func (e *StreamError) Error() string {
+	id := "the instruction"
+	if e.InstructionID != "" {
+		id = "instruction " + e.InstructionID
+	}
+	return fmt.Sprintf("%v; %s may have run", e.Err, id)
+}
+
+func (e *StreamError) Unwrap() error { return e.Err }
+
+// ErrNotSent wraps ctx's error when ctx ended before anything was sent.
+var ErrNotSent = errors.New("cancelled before it was sent")
+
+// CancelWait bounds the wait for an outcome after a cancel: the lane
+// settles a cancelled instruction within its cancel grace (10 s by
+// default), so this is generous.
+const CancelWait = 30 * time.Second
+
+// cancelPostTimeout bounds the cancel request itself.
+const cancelPostTimeout = 10 * time.Second
+
+// Instruct posts an instruction (POST /v1/devices/{id}/instructions) and
+// follows its stream to the outcome, handing events to sink as they come.
+//
+// When ctx ends first (Ctrl-C), the stream is not dropped: Instruct posts
+// the cancel and keeps reading until the lane settles the instruction, at
+// most CancelWait, so that the result says what the device did
+// (Result.Interrupted is set). Errors: ErrNotSent (wrapping ctx's error),
+// *Error (the lane refused it: nothing was queued), *UnreachableError
+// (nothing was sent, or no answer came), *StreamError (the outcome is not
+// known).
+func (c *Client) Instruct(ctx context.Context, deviceID string, in api.InstructionRequest, sink Sink) (Result, error) {
+	body, err := json.Marshal(in)
+	if err != nil {
+		return Result{}, err
+	}
+	build := func(ctx context.Context) (*http.Request, error) {
+		req, err := c.newRequest(ctx, http.MethodPost, "/v1/devices/"+url.PathEscape(deviceID)+"/instructions", bytesReader(body))
+		if err == nil {
+			req.Header.Set("Content-Type", "application/json")
+		}
+		return req, err
+	}
+	return c.stream(ctx, build, nil, sink)
+}
+
+// stream sends the request build makes and follows its event stream. The
+// request lives on a context of its own: it outlives ctx, whose end posts
+// the cancel (see watch). body, when not nil, is the upload's body.
+func (c *Client) stream(ctx context.Context, build func(context.Context) (*http.Request, error), body *gatedBody, sink Sink) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, fmt.Errorf("%w: %w", ErrNotSent, err)
+	}
+	streamCtx, abort := context.WithCancel(context.WithoutCancel(ctx))
+	defer abort()
+	req, err := build(streamCtx)
+	if err != nil {
+		return Result{}, err
+	}
+	w := newWatcher(c, ctx, abort, body, sink.Cancelling)
+	defer w.stop()
+	resp, err := c.do(req)
+	if err != nil {
+		if w.stoppedShort() {
+			return Result{}, fmt.Errorf("%w (%w)", ErrUploadStopped, ctx.Err())
+		}
+		return Result{}, err
+	}
+	defer resp.Body.Close()
+	res, err := follow(resp.Body, sink, w)
+	if err != nil && w.stoppedShort() {
+		return res, fmt.Errorf("%w (%w)", ErrUploadStopped, ctx.Err())
+	}
+	return res, err
+}
+
+// follow reads the event stream to its outcome. Leaving early closes the
+// stream, which cancels the instruction.
+func follow(r io.Reader, sink Sink, w *watcher) (Result, error) {
+	var res Result
+	accepted := false
+	broken := func(format string, args ...any) error {
+		return &StreamError{InstructionID: res.ID, Err: fmt.Errorf(format, args...)}
+	}
+	er := api.NewEventReader(r)
+	for {
+		ev, err := er.Next()
+		switch {
+		case errors.Is(err, api.ErrBadEvent):
+			return res, broken("%v", err)
+		case err == io.EOF:
+			return res, broken("the lane's stream ended before the outcome (%v)", io.ErrUnexpectedEOF)
+		case err != nil:
+			return res, broken("the lane's stream ended before the outcome (%v)", err)
+		}
+		if !accepted && ev.Event != api.EventAccepted {
+			return res, broken("the lane's stream did not begin with its accepted event")
+		}
+		switch ev.Event {
+		case api.EventAccepted:
+			switch {
+			case accepted:
+				return res, broken("a second accepted event in the lane's stream")
+			case ev.InstructionID == "":
+				return res, broken("an accepted event without an instructionId in the lane's stream")
+			}
+			accepted = true
+			res.ID = ev.InstructionID
+			w.accepted(res.ID)
+			if sink.Accepted != nil {
+				sink.Accepted(res.ID)
+			}
+		case api.EventChunk:
+			if ev.Kind == protocol.ChunkExit || len(ev.Data) == 0 || sink.Chunk == nil {
+				continue // the exit code comes again in the outcome
+			}
+			if err := sink.Chunk(ev.Kind, ev.Data); err != nil {
+				return res, broken("%v", err)
+			}
+		case api.EventOutcome:
+			res.State, res.LaneCancelled = ev.State, ev.CancelledBy == "lane"
+			if err := json.Unmarshal(ev.Outcome, &res.Outcome); err != nil {
+				return res, broken("a bad outcome in the lane's stream: %v", err)
+			}
+			res.Interrupted = w.interrupted()
+			return res, nil
+		default:
+			return res, broken("an unknown event %q in the lane's stream", ev.Event)
+		}
+	}
+}

@@ -1,0 +1,113 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+
+	"github.com/sema-agent/sema/internal/safetext"
+	"github.com/sema-agent/sema/protocol"
+)
+
+const getShort = "Copy a file of any size from the device to LOCAL (default: its name here; - for standard output), atomically (readBinaryFile)"
+
+// fs get streams readBinaryFile to disk: into a temp file beside LOCAL,
+// renamed over it at the end (scp overwrites too, but never leaves half a
+// file); on any failure the temp file is removed. A fileInfo first gives
+// the size for the progress line's time left (the file may change
+// meanwhile; the bytes are what readBinaryFile read).
+
+func fsGet(fc fsCall, args []string) error {
+	remote := remotePath(fc.dev, args[0])
+	local := path.Base(remote)
+	if len(args) == 2 {
+		local = args[1]
+	}
+	if local == "-" {
+		_, err := fc.getTo(remote, nil)
+		return err
+	}
+	if fi, err := os.Stat(local); err == nil && fi.IsDir() {
+		local = filepath.Join(local, path.Base(remote))
+	}
+	return fc.getFile(remote, local)
+}
+
+// getFile gets remote into the file local, atomically.
+func (fc fsCall) getFile(remote, local string) error {
+	dir, base := filepath.Split(local)
+	if dir == "" {
+		dir = "."
+	}
+	tmp, err := os.CreateTemp(dir, "."+base+".sema-get-*")
+	if err != nil {
+		return nothingSent(err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
+	info, err := fc.getTo(remote, tmp)
+	if err != nil {
+		return err
+	}
+	if err := tmp.Chmod(localMode(local, info)); err != nil {
+		return err
+	}
+	if err := tmp.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(tmp.Name(), local); err != nil {
+		return err
+	}
+	ok = true
+	return nil
+}
+
+// getTo reads remote into w (nil: standard output) and returns its
+// fileInfo as it was before the read.
+func (fc fsCall) getTo(remote string, w *os.File) (*protocol.FileInfo, error) {
+	o, err := fc.run(protocol.KindFileInfo, protocol.PathArgs{Path: remote}, nil, protocol.OutcomeStat, nil)
+	if err != nil {
+		return nil, err
+	}
+	if o.Info == nil {
+		return nil, &ExitError{Code: ExitLaneFailure, Err: errors.New("the fileInfo outcome carries no info")}
+	}
+	if o.Info.Kind == protocol.FileKindDir {
+		return nil, &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s is a directory", safetext.String(remote))}
+	}
+	out := Stdout
+	if w != nil {
+		out = w
+	}
+	prog := newProgress("get", o.Info.Size)
+	_, err = fc.run(protocol.KindReadBinaryFile, protocol.PathArgs{Path: remote}, nil, protocol.OutcomeRead,
+		func(_ protocol.ChunkKind, data []byte) error {
+			prog.add(len(data))
+			_, err := out.Write(data)
+			return err
+		})
+	prog.done()
+	return o.Info, err
+}
+
+// localMode is the mode of the file get leaves: an existing file's own;
+// for a new one 0644, or 0755 when the remote file has an executable bit,
+// less the umask.
+func localMode(local string, info *protocol.FileInfo) fs.FileMode {
+	if fi, err := os.Stat(local); err == nil {
+		return fi.Mode().Perm()
+	}
+	mode := fs.FileMode(0o644)
+	if info != nil && info.Mode != nil && *info.Mode&0o111 != 0 {
+		mode = 0o755
+	}
+	return mode &^ umask()
+}
