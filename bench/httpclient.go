@@ -124,3 +124,51 @@ func decodeCeiling(total, chunk int64) time.Duration {
 	}
 	return time.Since(t0)
 }
+
+// instructRaw is the same request read as curl or any line reader reads
+// it, without a JSON decoder: the lines are taken as they come, the stdout
+// bytes counted from each chunk's dataB64 (its length, less padding), and
+// only the outcome line is decoded. It measures the door itself, apart
+// from a client's own JSON decoding.
+func instructRaw(ctx context.Context, hc *http.Client, u *UserPath, body string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.URL+"/v1/devices/"+u.DeviceID+"/instructions", bytes.NewBufferString(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+u.Key)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	br := bufio.NewReaderSize(resp.Body, 1<<20)
+	prefix, field := []byte(`{"event":"chunk","kind":"stdout"`), []byte(`"dataB64":"`)
+	var n int64
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return n, fmt.Errorf("the stream ended before its outcome after %d bytes: %v", n, err)
+		}
+		if bytes.HasPrefix(line, prefix) {
+			i := bytes.Index(line, field)
+			if i < 0 {
+				return n, fmt.Errorf("a chunk line without dataB64")
+			}
+			b64 := line[i+len(field):]
+			b64 = b64[:bytes.IndexByte(b64, '"')]
+			n += int64(len(b64)/4*3 - bytes.Count(b64[max(len(b64)-2, 0):], []byte("=")))
+			continue
+		}
+		var ev eventLine
+		if json.Unmarshal(line, &ev) == nil && ev.Event == "outcome" {
+			var o outcome
+			if err := json.Unmarshal(ev.Outcome, &o); err != nil || !o.OK || o.ExitCode == nil || *o.ExitCode != 0 {
+				return n, fmt.Errorf("outcome %s %s", ev.State, clip(string(ev.Outcome), 160))
+			}
+			return n, nil
+		}
+	}
+}

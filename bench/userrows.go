@@ -26,6 +26,7 @@ type UserRow struct {
 var UserRows = []UserRow{
 	{ID: "1", Work: "`sema run -- head -c N /dev/zero > /dev/null`", Baseline: "`ssh host head -c N /dev/zero > /dev/null`", Bytes: true, Goal: 2, Run: runStdout},
 	{ID: "2", Work: "HTTP client reading the NDJSON of `head -c N /dev/zero`", Baseline: "`ssh host head -c N /dev/zero > /dev/null`", Bytes: true, Goal: 2, Run: httpStdout},
+	{ID: "2b", Work: "HTTP client reading the NDJSON lines (no JSON decoder, as curl)", Baseline: "`ssh host head -c N /dev/zero > /dev/null`", Bytes: true, Goal: 2, Run: httpRawStdout},
 	{ID: "3", Work: "`sema fs put` of N random bytes", Baseline: "`ssh host 'cat > f && sync f' < file`", Bytes: true, Goal: 2, Run: fsPut},
 	{ID: "4", Work: "`sema fs get` of N bytes", Baseline: "`ssh host cat f > local`", Bytes: true, Goal: 2, Run: fsGet},
 	{ID: "5", Work: "`exec true` round trip, HTTP keep-alive", Baseline: "local `sh -c true`", Run: execTrue},
@@ -77,6 +78,23 @@ func httpStdout(ctx context.Context, e *Env) Measure {
 		}
 	}
 	return Measure{Lane: lane, Base: e.sshOr(e.sshHead), Note: note}
+}
+
+// Row 2b: the same stream read as lines, without a JSON decoder (curl
+// into a pipe reads it so): the door's own rate, apart from the client's.
+func httpRawStdout(ctx context.Context, e *Env) Measure {
+	ctx, cancel := within(ctx)
+	defer cancel()
+	body := fmt.Sprintf(`{"kind":"execStream","args":{"command":%q},"timeoutMs":600000}`, e.headCommand())
+	srv, dev, self := TreeCPU(e.U.ServerPID()), TreeCPU(e.U.ServePID()), SelfCPU()
+	t0 := time.Now()
+	n, err := instructRaw(ctx, e.HTTP, e.U, body)
+	lane := Result{Time: time.Since(t0), Err: err}
+	if err == nil && n != e.Size {
+		lane.Err = fmt.Errorf("wrong result: %d bytes of stdout, not %d", n, e.Size)
+	}
+	lane.CPU = fmt.Sprintf("client %s, server %s, device %s", secs(SelfCPU()-self), secs(TreeCPU(e.U.ServerPID())-srv), secs(TreeCPU(e.U.ServePID())-dev))
+	return Measure{Lane: lane, Base: e.sshOr(e.sshHead), Note: "bytes counted from each line's dataB64"}
 }
 
 // Row 3: the put lands in the workspace; both copies are checked against
