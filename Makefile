@@ -41,6 +41,8 @@ shutdown-fleet:
 	LANE_SHUTDOWN_FLEET=10000 $(GO) test -count=1 -run '^TestShutdownReleasesTheLeasesOfAFullFleet$$' -v ./lane
 
 # The long runs the test command keeps a slice of (SEMA_SOAK=1): 1 GiB
-# through the real HTTP API into a reader that stalls up to 20 s, 20 times.
+# through the real HTTP API into a reader that stalls up to 20 s, 20 times;
+# a 1 GiB streamed upload with the process RSS sampled.
 soak:
 	SEMA_SOAK=1 $(GO) test -count=1 -timeout 3h -run '^TestAStallingHTTPReaderGetsEveryByteAndNoCancel$$' -v ./e2e
+	SEMA_SOAK=1 $(GO) test -count=1 -timeout 30m -run '^TestStreamedUploadSoak$$' -v ./executor
