@@ -60,15 +60,11 @@ func runStdout(ctx context.Context, e *Env) Measure {
 func httpStdout(ctx context.Context, e *Env) Measure {
 	ctx, cancel := within(ctx)
 	defer cancel()
-	body := fmt.Sprintf(`{"kind":"execStream","args":{"command":%q},"timeoutMs":600000}`, e.headCommand())
-	srv, dev, self := TreeCPU(e.U.ServerPID()), TreeCPU(e.U.ServePID()), SelfCPU()
-	t0 := time.Now()
-	st, err := instructStats(ctx, e.HTTP, e.U, body)
-	lane := Result{Time: time.Since(t0), Err: err}
-	if err == nil && st.bytes != e.Size {
-		lane.Err = fmt.Errorf("wrong result: %d bytes of stdout, not %d", st.bytes, e.Size)
-	}
-	lane.CPU = fmt.Sprintf("client %s, server %s, device %s", secs(SelfCPU()-self), secs(TreeCPU(e.U.ServerPID())-srv), secs(TreeCPU(e.U.ServePID())-dev))
+	var st streamStats
+	lane := e.httpRun(func(body string) (n int64, err error) {
+		st, err = instructStats(ctx, e.HTTP, e.U, body)
+		return st.bytes, err
+	})
 	note := "bytes counted"
 	if st.chunks > 0 {
 		avg := st.bytes / st.chunks
@@ -80,20 +76,28 @@ func httpStdout(ctx context.Context, e *Env) Measure {
 	return Measure{Lane: lane, Base: e.sshOr(e.sshHead), Note: note}
 }
 
-// Row 2b: the same stream read as lines, without a JSON decoder (curl
-// into a pipe reads it so): the door's own rate, apart from the client's.
-func httpRawStdout(ctx context.Context, e *Env) Measure {
-	ctx, cancel := within(ctx)
-	defer cancel()
+// httpRun times one HTTP client reading the stream of `head -c Size
+// /dev/zero` (read returns the stdout bytes it counted) with the CPU of
+// each process.
+func (e *Env) httpRun(read func(body string) (int64, error)) Result {
 	body := fmt.Sprintf(`{"kind":"execStream","args":{"command":%q},"timeoutMs":600000}`, e.headCommand())
 	srv, dev, self := TreeCPU(e.U.ServerPID()), TreeCPU(e.U.ServePID()), SelfCPU()
 	t0 := time.Now()
-	n, err := instructRaw(ctx, e.HTTP, e.U, body)
+	n, err := read(body)
 	lane := Result{Time: time.Since(t0), Err: err}
 	if err == nil && n != e.Size {
 		lane.Err = fmt.Errorf("wrong result: %d bytes of stdout, not %d", n, e.Size)
 	}
 	lane.CPU = fmt.Sprintf("client %s, server %s, device %s", secs(SelfCPU()-self), secs(TreeCPU(e.U.ServerPID())-srv), secs(TreeCPU(e.U.ServePID())-dev))
+	return lane
+}
+
+// Row 2b: the same stream read as lines, without a JSON decoder (curl
+// into a pipe reads it so): the door's own rate, apart from the client's.
+func httpRawStdout(ctx context.Context, e *Env) Measure {
+	ctx, cancel := within(ctx)
+	defer cancel()
+	lane := e.httpRun(func(body string) (int64, error) { return instructRaw(ctx, e.HTTP, e.U, body) })
 	return Measure{Lane: lane, Base: e.sshOr(e.sshHead), Note: "bytes counted from each line's dataB64"}
 }
 

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"time"
 )
 
 // httpEvent is one NDJSON line of POST /v1/devices/{id}/instructions.
@@ -29,7 +30,13 @@ type httpEvent struct {
 // client would) and returns the open NDJSON stream.
 func (e *env) postExec(ctx context.Context, cmd string) (*http.Response, *bufio.Scanner) {
 	e.t.Helper()
-	body, _ := json.Marshal(map[string]any{"kind": "exec", "args": map[string]string{"command": cmd}, "timeoutMs": instrTimeout.Milliseconds()})
+	return e.postExecFor(ctx, cmd, instrTimeout)
+}
+
+// postExecFor is postExec with the instruction's timeoutMs.
+func (e *env) postExecFor(ctx context.Context, cmd string, timeout time.Duration) (*http.Response, *bufio.Scanner) {
+	e.t.Helper()
+	body, _ := json.Marshal(map[string]any{"kind": "exec", "args": map[string]string{"command": cmd}, "timeoutMs": timeout.Milliseconds()})
 	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.px.URL()+"/v1/devices/"+e.deviceID+"/instructions", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+e.apiKey)
 	resp, err := e.http.Do(req)

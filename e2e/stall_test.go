@@ -1,12 +1,10 @@
 package e2e
 
 import (
-	"bufio"
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
 	"math/rand/v2"
-	"net/http"
 	"os"
 	"strconv"
 	"testing"
@@ -65,17 +63,8 @@ func TestAStallingHTTPReaderGetsEveryByteAndNoCancel(t *testing.T) {
 // the bytes of stdout, the stalls made and the last event.
 func readStalling(t *testing.T, e *env, size int64, rng *rand.Rand, maxStall time.Duration) (int64, int, httpEvent) {
 	t.Helper()
-	body, _ := json.Marshal(map[string]any{"kind": "execStream",
-		"args": map[string]string{"command": "head -c " + strconv.FormatInt(size, 10) + " /dev/zero"}, "timeoutMs": 30 * 60 * 1000})
-	req, _ := http.NewRequestWithContext(t.Context(), http.MethodPost, e.px.URL()+"/v1/devices/"+e.deviceID+"/instructions", bytes.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+e.apiKey)
-	resp, err := e.http.Do(req)
-	if err != nil || resp.StatusCode != http.StatusOK {
-		t.Fatalf("POST instructions: %v %v", resp, err)
-	}
+	resp, sc := e.postExecFor(t.Context(), "head -c "+strconv.FormatInt(size, 10)+" /dev/zero", 30*time.Minute)
 	defer resp.Body.Close()
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(nil, 4<<20)
 	var got int64
 	var stalls int
 	var last httpEvent

@@ -224,23 +224,31 @@ func (s *Server) postInstruction(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	caller := callerOf(r.Context())
 	// From here dispatch owns the reservation: it releases it once the lane
 	// has finished with the content, on every path.
-	call, err := s.dispatch(r.Context(), r.PathValue("id"), caller.ID, in, hold.release)
+	if call := s.dispatchHTTP(w, r, r.PathValue("id"), in, hold.release); call != nil {
+		s.streamCall(w, r, call)
+	}
+}
+
+// dispatchHTTP dispatches for the request's caller; when it cannot, it
+// answers the refusal (404, 400, 503) and returns nil. release is
+// dispatch's contentDone.
+func (s *Server) dispatchHTTP(w http.ResponseWriter, r *http.Request, deviceID string, in Instruction, release func()) *Call {
+	call, err := s.dispatch(r.Context(), deviceID, callerOf(r.Context()).ID, in, release)
 	var invalid *InvalidInstructionError
 	switch {
 	case errors.Is(err, ErrUnknownDevice):
-		writeError(w, errorf(http.StatusNotFound, codeDeviceNotFound, "you have no device %q", clip(r.PathValue("id"))))
-		return
+		writeError(w, deviceNotFound(deviceID))
+		return nil
 	case errors.As(err, &invalid):
 		writeError(w, errorf(http.StatusBadRequest, codeFieldInvalid, "%s", invalid.Detail))
-		return
+		return nil
 	case err != nil:
 		s.unavailable(w, r, "dispatch", err)
-		return
+		return nil
 	}
-	s.streamCall(w, r, call)
+	return call
 }
 
 // readInstruction admits, reads and parses the body. On success the

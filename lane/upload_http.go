@@ -63,17 +63,8 @@ func (s *Server) postWrite(w http.ResponseWriter, r *http.Request) {
 		Kind: q.kind, Args: q.args, Timeout: time.Duration(q.timeoutMs) * time.Millisecond, RootSessionID: q.rootSessionID,
 		ContentStream: body, ContentLen: r.ContentLength, ContentSHA256: q.sha256,
 	}
-	call, err := s.dispatch(r.Context(), deviceID, caller.ID, in, hold.release)
-	var invalid *InvalidInstructionError
-	switch {
-	case errors.Is(err, ErrUnknownDevice):
-		writeError(w, deviceNotFound(deviceID))
-		return
-	case errors.As(err, &invalid):
-		writeError(w, errorf(http.StatusBadRequest, codeFieldInvalid, "%s", invalid.Detail))
-		return
-	case err != nil:
-		s.unavailable(w, r, "dispatch", err)
+	call := s.dispatchHTTP(w, r, deviceID, in, hold.release)
+	if call == nil {
 		return
 	}
 	rc := http.NewResponseController(w)
