@@ -30,14 +30,15 @@ type httpEvent struct {
 // client would) and returns the open NDJSON stream.
 func (e *env) postExec(ctx context.Context, cmd string) (*http.Response, *bufio.Scanner) {
 	e.t.Helper()
-	return e.postExecFor(ctx, cmd, instrTimeout)
+	return e.postExecAt(ctx, e.px.URL(), cmd, instrTimeout)
 }
 
-// postExecFor is postExec with the instruction's timeoutMs.
-func (e *env) postExecFor(ctx context.Context, cmd string, timeout time.Duration) (*http.Response, *bufio.Scanner) {
+// postExecAt is postExec to the lane at base, with the instruction's
+// timeoutMs.
+func (e *env) postExecAt(ctx context.Context, base, cmd string, timeout time.Duration) (*http.Response, *bufio.Scanner) {
 	e.t.Helper()
 	body, _ := json.Marshal(map[string]any{"kind": "exec", "args": map[string]string{"command": cmd}, "timeoutMs": timeout.Milliseconds()})
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, e.px.URL()+"/v1/devices/"+e.deviceID+"/instructions", bytes.NewReader(body))
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/devices/"+e.deviceID+"/instructions", bytes.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+e.apiKey)
 	resp, err := e.http.Do(req)
 	if err != nil {
