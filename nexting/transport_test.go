@@ -32,10 +32,14 @@ func pipePair(t *testing.T) (net.Conn, net.Conn) {
 
 // unixPair is a socketpair(2) of unix stream sockets.
 func unixPair(t *testing.T) (net.Conn, net.Conn) {
-	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM|syscall.SOCK_CLOEXEC, 0)
+	// SOCK_CLOEXEC is Linux's; CloseOnExec after the call is portable
+	// (darwin), and a test forks nothing in between.
+	fds, err := syscall.Socketpair(syscall.AF_UNIX, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
+	syscall.CloseOnExec(fds[0])
+	syscall.CloseOnExec(fds[1])
 	conn := func(fd int) net.Conn {
 		f := os.NewFile(uintptr(fd), "socketpair")
 		defer f.Close()
