@@ -72,7 +72,22 @@ type fsCall struct {
 // run posts one file instruction and checks its outcome kind. content,
 // when not nil, goes as contentB64 (small writes: quickstart's).
 func (fc fsCall) run(kind protocol.InstructionKind, args any, content []byte, want protocol.OutcomeKind, sink chunkSink) (api.Outcome, error) {
-	in := api.InstructionRequest{Kind: kind, Args: args, TimeoutMs: fc.f.timeout.Milliseconds()}
+	return fc.runFor(fc.f.timeout, kind, args, content, want, sink)
+}
+
+// transferTimeout is the device's limit for moving size bytes: --timeout
+// when it was given, else its default plus a second per MiB, so that a
+// large file over a slow link is not cut at 30 s (scp has no limit).
+func (fc fsCall) transferTimeout(size int64) time.Duration {
+	if fc.c.Flags().Changed("timeout") {
+		return fc.f.timeout
+	}
+	return fc.f.timeout + time.Duration(size>>20)*time.Second
+}
+
+// runFor is run with the device's limit for this instruction.
+func (fc fsCall) runFor(timeout time.Duration, kind protocol.InstructionKind, args any, content []byte, want protocol.OutcomeKind, sink chunkSink) (api.Outcome, error) {
+	in := api.InstructionRequest{Kind: kind, Args: args, TimeoutMs: timeout.Milliseconds()}
 	if content != nil {
 		enc := b64.EncodeToString(content)
 		in.ContentB64 = &enc
@@ -113,7 +128,7 @@ func fsVerb(use, short string, minArgs, maxArgs int, flags func(*cobra.Command),
 	}
 	addClientFlags(c, &f.client)
 	c.Flags().StringVar(&f.device, "device", "", "the device id (default $"+EnvDevice+", else your only device)")
-	c.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "the device gives up after this")
+	c.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "the device gives up after this (put and get: this plus 1s per MiB of the file, unless given)")
 	if flags != nil {
 		flags(c)
 	}

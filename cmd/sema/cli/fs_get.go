@@ -88,7 +88,7 @@ func (fc fsCall) getTo(remote string, w *os.File) (*protocol.FileInfo, error) {
 		out = w
 	}
 	prog := newProgress("get", o.Info.Size)
-	_, err = fc.run(protocol.KindReadBinaryFile, protocol.PathArgs{Path: remote}, nil, protocol.OutcomeRead,
+	_, err = fc.runFor(fc.transferTimeout(o.Info.Size), protocol.KindReadBinaryFile, protocol.PathArgs{Path: remote}, nil, protocol.OutcomeRead,
 		func(_ protocol.ChunkKind, data []byte) error {
 			prog.add(len(data))
 			_, err := out.Write(data)

@@ -41,7 +41,7 @@ func fsPut(fc fsCall, args []string) error {
 	}
 	prog := newProgress("put", size)
 	res, err := upload(fc.c.Context(), fc.lc, fc.dev.DeviceID, api.UploadRequest{
-		Path: remotePath(fc.dev, args[1]), TimeoutMs: fc.f.timeout.Milliseconds(),
+		Path: remotePath(fc.dev, args[1]), TimeoutMs: fc.transferTimeout(size).Milliseconds(),
 	}, prog.reader(src), size, sum, client.Sink{})
 	prog.done()
 	if err == nil {
