@@ -3,16 +3,13 @@ package executor_test
 import (
 	"context"
 	"errors"
-	"net/http/httptest"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/executor"
 	"github.com/sema-agent/sema/lane"
-	"github.com/sema-agent/sema/lane/store/sqlite"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -23,54 +20,10 @@ import (
 func TestEndToEndWithTheRealLane(t *testing.T) {
 	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
 	defer cancel()
-	st, err := sqlite.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer st.Close()
-	srv, err := lane.New(lane.Config{Store: st})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	defer hs.Close()
-	defer srv.Shutdown(context.Background())
-	_, apiKey, err := lane.CreateIdentity(ctx, st, "user")
-	if err != nil {
-		t.Fatal(err)
-	}
-	token := issueTokenFor(t, hs.URL, apiKey)
-	dir, ws := t.TempDir(), t.TempDir()
-	rec, err := device.Enroll(ctx, device.EnrollOptions{Server: hs.URL, Token: token, APIKey: apiKey, WorkspaceRoot: ws, StateDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := device.LoadKey(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := executor.New(executor.Config{DeviceID: rec.DeviceID, Key: key, Server: rec.Server, WorkspaceRoot: rec.WorkspaceRoot,
-		Logger: testLogger(t), StatusPath: filepath.Join(dir, device.StatusFile)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(rctx) }()
-	defer func() {
-		stop()
-		<-done
-	}()
+	l := startRealLane(t)
+	srv, ws, done := l.srv, l.ws, l.runDone
 
-	for !srv.Presence(rec.DeviceID).Online {
-		select {
-		case <-ctx.Done():
-			t.Fatal("the device never came online")
-		case <-time.After(10 * time.Millisecond):
-		}
-	}
-
-	call, err := srv.Dispatch(ctx, rec.DeviceID, lane.Instruction{Kind: protocol.KindExec,
+	call, err := srv.Dispatch(ctx, l.deviceID, lane.Instruction{Kind: protocol.KindExec,
 		Args: protocol.CommandArgs{Command: "echo hello; echo oops >&2; exit 3"}, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
@@ -97,7 +50,7 @@ func TestEndToEndWithTheRealLane(t *testing.T) {
 
 	path := filepath.Join(ws, "f.txt")
 	writeFileOS(t, path, "file content\n")
-	call, err = srv.Dispatch(ctx, rec.DeviceID, lane.Instruction{Kind: protocol.KindReadTextFile, Args: protocol.PathArgs{Path: path}, Timeout: 10 * time.Second})
+	call, err = srv.Dispatch(ctx, l.deviceID, lane.Instruction{Kind: protocol.KindReadTextFile, Args: protocol.PathArgs{Path: path}, Timeout: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -119,7 +72,7 @@ func TestEndToEndWithTheRealLane(t *testing.T) {
 	// Revocation through the user plane ends the executor for good: the
 	// key is the executor's to delete (the CLI does), Run returns
 	// ErrRevoked.
-	revokeHTTP(t, hs.URL, apiKey, rec.DeviceID)
+	revokeHTTP(t, l.url, l.apiKey, l.deviceID)
 	select {
 	case err := <-done:
 		done <- err

@@ -36,6 +36,8 @@ type realLane struct {
 	apiKey   string
 	deviceID string
 	ws       string // the executor's workspace root
+	// runDone has Run's return; a test that takes it puts it back.
+	runDone chan error
 }
 
 func startRealLane(t *testing.T) *realLane {
@@ -75,7 +77,7 @@ func startRealLane(t *testing.T) *realLane {
 	done := make(chan error, 1)
 	go func() { done <- rt.Run(rctx) }()
 	t.Cleanup(func() { stop(); <-done })
-	l := &realLane{t: t, srv: srv, url: hs.URL, apiKey: apiKey, deviceID: rec.DeviceID, ws: rec.WorkspaceRoot}
+	l := &realLane{t: t, srv: srv, url: hs.URL, apiKey: apiKey, deviceID: rec.DeviceID, ws: rec.WorkspaceRoot, runDone: done}
 	l.waitFor("the device to come online", func() bool { return srv.Presence(rec.DeviceID).Online })
 	return l
 }

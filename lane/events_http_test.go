@@ -133,11 +133,7 @@ func nextLine(t *testing.T, lines <-chan []byte) []byte {
 // before the device has output anything, each chunk before the next one
 // exists. The device's base64 comes through as it was sent.
 func TestEventsAreFlushedWhenNoneFollows(t *testing.T) {
-	l := newWSLane(t)
-	fd := l.enroll()
-	fd.establish()
-	lines := rawLines(t, l, fd.id, `{"kind":"execStream","args":{"command":"x"},"timeoutMs":5000}`)
-	in := fd.instruction()
+	_, fd, lines, in := execStreamOverHTTP(t)
 	if got, want := nextLine(t, lines), oldAcceptedLine(in.InstructionID); !bytes.Equal(got, want) {
 		t.Fatalf("first line %s, want %s", got, want)
 	}
@@ -163,11 +159,7 @@ func TestEventsAreFlushedWhenNoneFollows(t *testing.T) {
 // Output that arrives faster than it is written is gathered into larger
 // writes: every line still comes out whole and in order.
 func TestEventsGatheredAreWholeAndInOrder(t *testing.T) {
-	l := newWSLane(t)
-	fd := l.enroll()
-	fd.establish()
-	lines := rawLines(t, l, fd.id, `{"kind":"execStream","args":{"command":"x"},"timeoutMs":5000}`)
-	in := fd.instruction()
+	_, fd, lines, in := execStreamOverHTTP(t)
 	nextLine(t, lines)
 	const n = 40
 	data := bytes.Repeat([]byte("0123456789abcdef"), 2048) // 32 KiB: the backlog stays inside the ack window
@@ -193,11 +185,7 @@ func TestEventsGatheredAreWholeAndInOrder(t *testing.T) {
 // §4 Encoding: a chunk whose base64 is not canonical is refused as before,
 // and never reaches the stream; the canonical chunk after it does.
 func TestNonCanonicalBase64FromADeviceIsRefused(t *testing.T) {
-	l := newWSLane(t)
-	fd := l.enroll()
-	fd.establish()
-	lines := rawLines(t, l, fd.id, `{"kind":"execStream","args":{"command":"x"},"timeoutMs":5000}`)
-	in := fd.instruction()
+	l, fd, lines, in := execStreamOverHTTP(t)
 	nextLine(t, lines)
 	for _, bad := range []string{`aGl=`, `aGk`, `aGk=\n`, `aG\r\nk=`, `aGk==`, `aGk-`, `aGk=aGk=`, `\u0000aGk`} {
 		fd.sendText(fmt.Sprintf(`{"t":"chunk","gen":"%s","instructionId":"%s","streamSeq":0,"kind":"stdout","dataB64":"%s"}`, fd.gen, in.InstructionID, bad))
@@ -213,11 +201,7 @@ func TestNonCanonicalBase64FromADeviceIsRefused(t *testing.T) {
 // line by line, come out byte-exact even when they wait in the reorder
 // buffer while later decodes reuse released memory.
 func TestPooledChunksComeOutWholeThroughTheReorderBuffer(t *testing.T) {
-	l := newWSLane(t)
-	fd := l.enroll()
-	fd.establish()
-	lines := rawLines(t, l, fd.id, `{"kind":"execStream","args":{"command":"x"},"timeoutMs":5000}`)
-	in := fd.instruction()
+	_, fd, lines, in := execStreamOverHTTP(t)
 	nextLine(t, lines)
 	data := func(seq int64) []byte {
 		return bytes.Repeat([]byte{byte('a' + seq)}, protocol.RecommendedChunkBytes)
@@ -232,4 +216,16 @@ func TestPooledChunksComeOutWholeThroughTheReorderBuffer(t *testing.T) {
 			t.Fatalf("chunk %d: %.80s…, want %.80s…", seq, got, want)
 		}
 	}
+}
+
+// execStreamOverHTTP posts an execStream through the lane's HTTP API to a
+// fake device and returns its raw NDJSON lines and the instruction the
+// device got.
+func execStreamOverHTTP(t *testing.T) (*wsLane, *fakeDevice, <-chan []byte, *protocol.Instruction) {
+	t.Helper()
+	l := newWSLane(t)
+	fd := l.enroll()
+	fd.establish()
+	lines := rawLines(t, l, fd.id, `{"kind":"execStream","args":{"command":"x"},"timeoutMs":5000}`)
+	return l, fd, lines, fd.instruction()
 }
