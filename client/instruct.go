@@ -180,7 +180,7 @@ func follow(r io.Reader, sink Sink, w *watcher) (Result, error) {
 				continue // the exit code comes again in the outcome
 			}
 			if err := sink.Chunk(ev.Kind, ev.Data); err != nil {
-				return res, broken("%v", err)
+				return res, &StreamError{InstructionID: res.ID, Err: err} // errors.Is finds the sink's error
 			}
 		case api.EventOutcome:
 			res.State, res.LaneCancelled = ev.State, ev.CancelledBy == "lane"

@@ -79,6 +79,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/devices/{id}/writes", s.laneOnly(s.authenticated(s.postWrite)))
 	s.mux.HandleFunc("POST /v1/instructions/{id}/cancel", s.laneOnly(s.authenticated(s.cancelInstruction)))
 	s.mux.HandleFunc("GET "+cfg.WSPath, s.laneOnly(s.serveWebSocket))
+	s.mux.HandleFunc(MCPPath, s.laneOnly(s.mcpHandler()))
 	return s, nil
 }
 
@@ -99,6 +100,7 @@ type managementPaths struct {
 	EnrollTokens string `json:"enrollTokens"`
 	Enroll       string `json:"enroll"`
 	Devices      string `json:"devices"`
+	MCP          string `json:"mcp"`
 }
 
 func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
@@ -115,6 +117,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 			EnrollTokens: "/v1/devices/enroll-tokens",
 			Enroll:       "/v1/devices/enroll",
 			Devices:      "/v1/devices",
+			MCP:          MCPPath,
 		},
 	}})
 }

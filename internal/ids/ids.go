@@ -17,6 +17,7 @@ const (
 	Instruction = "ins_"
 	Identity    = "idn_"
 	Replica     = "rep_" // one lane server process
+	Session     = "ses_" // a root session an MCP connection opens (§9)
 )
 
 // New returns prefix followed by a fresh ULID.

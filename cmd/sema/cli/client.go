@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -92,32 +91,19 @@ func pickDevice(ctx context.Context, lc *client.Client, id string) (api.Device, 
 	if err != nil {
 		return api.Device{}, &ExitError{Code: ExitNeverStarted, Err: err} // nothing was sent
 	}
-	var live []api.Device
-	for _, d := range devs {
-		if id != "" && d.DeviceID == id {
-			return d, nil
-		}
-		if !d.Revoked {
-			live = append(live, d)
-		}
+	d, err := client.ChooseDevice(devs, id)
+	var choose *client.ChooseError
+	if !errors.As(err, &choose) {
+		return d, err
 	}
 	switch {
-	case id != "":
+	case choose.Wanted != "":
 		return api.Device{}, &ExitError{Code: ExitNeverStarted, Err: fmt.Errorf("you have no device %q (see `sema devices`)", id)}
-	case len(live) == 1:
-		return live[0], nil
-	case len(live) == 0:
+	case choose.Live == 0:
 		return api.Device{}, &ExitError{Code: ExitNeverStarted, Err: errors.New("you have no enrolled device: run `sema token` and enroll one")}
 	}
-	return api.Device{}, usageError{fmt.Errorf("you have %d devices: pass --device ID (see `sema devices`)", len(live))}
+	return api.Device{}, usageError{fmt.Errorf("you have %d devices: pass --device ID (see `sema devices`)", choose.Live)}
 }
 
-// remotePath makes p absolute on the device: the lane takes absolute,
-// normalized POSIX paths only, so a relative one is joined to the device's
-// workspace root (as the lane's sessions resolve them), never expanded.
-func remotePath(dev api.Device, p string) string {
-	if !strings.HasPrefix(p, "/") {
-		p = path.Join(dev.WorkspaceRoot, p)
-	}
-	return path.Clean(p)
-}
+// remotePath makes p absolute on the device (client.DevicePath).
+func remotePath(dev api.Device, p string) string { return client.DevicePath(dev, p) }

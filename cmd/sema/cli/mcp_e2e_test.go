@@ -1,0 +1,187 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sema-agent/sema/mcp"
+)
+
+// mcpStdio starts a real `sema mcp` with args, as an MCP client on the same
+// machine would, and connects the Go SDK's client to it over its stdio.
+func mcpStdio(t *testing.T, s *laneServer, args ...string) (*sdk.ClientSession, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(semaBin, append([]string{"mcp"}, args...)...)
+	cmd.Env = append(os.Environ(), s.env(t)...)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	c := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "v0"}, nil)
+	cs, err := c.Connect(ctx(t), &sdk.CommandTransport{Command: cmd}, nil)
+	if err != nil {
+		t.Fatalf("connecting to sema mcp: %v\n%s", err, stderr)
+	}
+	t.Cleanup(func() { cs.Close() })
+	return cs, stderr
+}
+
+// mcpHTTP connects the Go SDK's client to the real server's /v1/mcp.
+func mcpHTTP(t *testing.T, s *laneServer, key, query string) (*sdk.ClientSession, error) {
+	t.Helper()
+	c := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "v0"}, nil)
+	tr := &sdk.StreamableClientTransport{Endpoint: s.url + "/v1/mcp" + query, HTTPClient: &http.Client{Transport: withKey{key}}}
+	cs, err := c.Connect(ctx(t), tr, nil)
+	if err == nil {
+		t.Cleanup(func() { cs.Close() })
+	}
+	return cs, err
+}
+
+type withKey struct{ key string }
+
+func (k withKey) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+k.key)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+func callTool(t *testing.T, cs *sdk.ClientSession, name string, args map[string]any, out any) *sdk.CallToolResult {
+	t.Helper()
+	res, err := cs.CallTool(ctx(t), &sdk.CallToolParams{Name: name, Arguments: args})
+	if err != nil {
+		t.Fatalf("%s: %v", name, err)
+	}
+	if out != nil {
+		b, _ := json.Marshal(res.StructuredContent)
+		if err := json.Unmarshal(b, out); err != nil {
+			t.Fatalf("%s: %s: %v", name, b, err)
+		}
+	}
+	return res
+}
+
+func toolText(res *sdk.CallToolResult) string {
+	var b strings.Builder
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			b.WriteString(tc.Text)
+		}
+	}
+	return b.String()
+}
+
+// The binaries end to end: a real `sema server`, a real `sema device
+// serve`, and the two faces — a real `sema mcp` on stdio and the server's
+// /v1/mcp — driven by the official Go SDK's client.
+func TestMCPWithTheRealBinaries(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	ws := t.TempDir()
+	_, deviceID, _ := enrollAndServe(t, s, ws)
+	stdio, stderr := mcpStdio(t, s)
+	web, err := mcpHTTP(t, s, s.key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cs := range map[string]*sdk.ClientSession{"stdio": stdio, "http": web} {
+		t.Run(name, func(t *testing.T) {
+			tools, err := cs.ListTools(ctx(t), nil)
+			if err != nil || len(tools.Tools) != 6 {
+				t.Fatalf("tools: %v %d", err, len(tools.Tools))
+			}
+			var r mcp.RunResult
+			callTool(t, cs, "run_command", map[string]any{"command": "echo hello from $(basename $0)"}, &r)
+			if r.ExitCode != 0 || r.Stdout != "hello from sh\n" || r.DeviceID != deviceID {
+				t.Fatalf("run_command %+v", r)
+			}
+
+			var w mcp.WriteResult
+			if res := callTool(t, cs, "write_file", map[string]any{"path": name + "/a.txt", "content": "written by " + name}, &w); res.IsError {
+				t.Fatalf("write_file: %s", toolText(res))
+			}
+			if b, err := os.ReadFile(filepath.Join(ws, name, "a.txt")); err != nil || string(b) != "written by "+name {
+				t.Fatalf("on disk %q %v", b, err)
+			}
+			var rd mcp.ReadResult
+			callTool(t, cs, "read_file", map[string]any{"path": name + "/a.txt"}, &rd)
+			if rd.Content != "written by "+name {
+				t.Fatalf("read_file %+v", rd)
+			}
+
+			// 5 MB of output: explicitly cut, never silently.
+			callTool(t, cs, "run_command", map[string]any{"command": "head -c 5000000 /dev/zero"}, &r)
+			if r.StdoutBytes != 5_000_000 || r.StdoutOmitted < 5_000_000-mcp.DefaultMaxOutput ||
+				!strings.Contains(r.Stdout, fmt.Sprintf("[… %d bytes of stdout left out: 5000000 in all …]", r.StdoutOmitted)) {
+				t.Fatalf("5 MB: bytes %d omitted %d", r.StdoutBytes, r.StdoutOmitted)
+			}
+
+			var f mcp.Failure
+			res := callTool(t, cs, "run_command", map[string]any{"command": "sleep 30", "timeout_ms": 200}, &f)
+			if !res.IsError || f.ErrorCode != "timeout" {
+				t.Fatalf("timeout: %s", toolText(res))
+			}
+		})
+	}
+	if strings.Contains(stderr.String(), s.key) {
+		t.Error("sema mcp logged the API key")
+	}
+}
+
+// An unknown API key is refused at the door of /v1/mcp.
+func TestMCPOverHTTPRefusesAnUnknownKey(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	req, _ := http.NewRequestWithContext(ctx(t), http.MethodPost, s.url+"/v1/mcp", strings.NewReader(`{}`))
+	req.Header.Set("Authorization", "Bearer sema_not-a-key")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), `"auth.forbidden"`) {
+		t.Fatalf("%d %s", resp.StatusCode, b)
+	}
+	if _, err := mcpHTTP(t, s, "sema_not-a-key", ""); err == nil {
+		t.Fatal("the SDK's client connected with an unknown key")
+	}
+}
+
+// A person denies the command on the approval device (the simulator): the
+// tool result is an error that says it was denied there, and nothing ran.
+func TestMCPApprovalDenialSaysItWasDeniedOnTheDevice(t *testing.T) {
+	sim, sock, _ := startSimInShortDir(t)
+	s := startServer(t, t.TempDir())
+	ws := t.TempDir()
+	enrollAndServe(t, s, ws, "--approve", "unix:"+sock)
+	sim.out.waitFor(ctx(t), t, "host connected")
+	cs, _ := mcpStdio(t, s)
+	marker := filepath.Join(ws, "ran")
+	done := make(chan *sdk.CallToolResult, 1)
+	go func() {
+		res, err := cs.CallTool(ctx(t), &sdk.CallToolParams{Name: "run_command", Arguments: map[string]any{"command": "touch " + marker}})
+		if err != nil {
+			t.Error(err)
+		}
+		done <- res
+	}()
+	sim.out.waitFor(ctx(t), t, "pending r1: Run: touch "+marker)
+	io.WriteString(sim.keys, "d\n")
+	res := <-done
+	if res == nil {
+		t.FailNow()
+	}
+	text := toolText(res)
+	if !res.IsError || !strings.HasPrefix(text, "permission_denied: ") || !strings.Contains(text, "denied on unix:"+sock) {
+		t.Fatalf("denial: %s", text)
+	}
+	if _, err := os.Stat(marker); !os.IsNotExist(err) {
+		t.Fatal("a denied command ran")
+	}
+}

@@ -1,0 +1,50 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sema-agent/sema/api"
+)
+
+// DevicesResult is list_devices' structured result.
+type DevicesResult struct {
+	Devices []api.Device `json:"devices"`
+	// Current is the device this connection's tools act on, when it is
+	// known: named, or the only one.
+	Current string `json:"current,omitempty"`
+}
+
+func (t *tools) listDevices(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
+	devs, err := t.lane.Devices(ctx)
+	if err != nil {
+		return callFailed(ctx, "", err), nil, nil
+	}
+	r := DevicesResult{Devices: devs}
+	if r.Devices == nil {
+		r.Devices = []api.Device{}
+	}
+	if d, err := t.target.device(ctx); err == nil {
+		r.Current = d.DeviceID
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%d devices\n", len(devs))
+	for _, d := range devs {
+		state := "offline"
+		switch {
+		case d.Revoked:
+			state = "revoked"
+		case d.Online:
+			state = "online"
+		}
+		mark := ""
+		if d.DeviceID == r.Current {
+			mark = " (these tools act on it)"
+		}
+		fmt.Fprintf(&b, "%s\t%s\t%s/%s\t%s\t%s%s\n", d.DeviceID, orDash(d.DisplayName), d.PlatformOS, d.PlatformArch, state, d.WorkspaceRoot, mark)
+	}
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: b.String()}}, StructuredContent: r}, nil, nil
+}

@@ -1,0 +1,149 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/client"
+	"github.com/sema-agent/sema/protocol"
+)
+
+// RunArgs are run_command's arguments.
+type RunArgs struct {
+	Command        string `json:"command" jsonschema:"the command, run with sh -c on the device"`
+	Cwd            string `json:"cwd,omitempty" jsonschema:"the working directory: absolute, or relative to the device's workspace root (default: the workspace root)"`
+	TimeoutMs      int64  `json:"timeout_ms,omitempty" jsonschema:"the device kills the command's process group after this many milliseconds (default 120000)"`
+	MaxOutputBytes int64  `json:"max_output_bytes,omitempty" jsonschema:"bytes of each of stdout and stderr to keep: the head and the tail (default 262144, at most 16777216)"`
+}
+
+// RunResult is run_command's structured result.
+type RunResult struct {
+	ExitCode      int    `json:"exitCode"`
+	Stdout        string `json:"stdout"`
+	Stderr        string `json:"stderr"`
+	StdoutBytes   int64  `json:"stdoutBytes"`
+	StderrBytes   int64  `json:"stderrBytes"`
+	StdoutOmitted int64  `json:"stdoutOmittedBytes"`
+	StderrOmitted int64  `json:"stderrOmittedBytes"`
+	// DeviceTruncated: the device itself cut a stream at its own cap.
+	DeviceTruncated *protocol.Truncated `json:"deviceTruncated,omitempty"`
+	InstructionID   string              `json:"instructionId"`
+	DeviceID        string              `json:"deviceId"`
+}
+
+func (t *tools) runCommand(ctx context.Context, req *sdk.CallToolRequest, a RunArgs) (*sdk.CallToolResult, any, error) {
+	limit, bad := outputCap(a.MaxOutputBytes)
+	switch {
+	case bad != nil:
+		return bad, nil, nil
+	case strings.TrimSpace(a.Command) == "":
+		return invalid("command is empty"), nil, nil
+	case a.TimeoutMs < 0:
+		return invalid("timeout_ms %d is negative", a.TimeoutMs), nil, nil
+	}
+	timeout := a.TimeoutMs
+	if timeout == 0 {
+		timeout = defaultTimeout.Milliseconds()
+	}
+	dev, err := t.target.device(ctx)
+	if err != nil {
+		return callFailed(ctx, "", err), nil, nil
+	}
+	in := api.InstructionRequest{Kind: protocol.KindExecStream, Args: protocol.CommandArgs{Command: a.Command}, TimeoutMs: timeout}
+	if a.Cwd != "" {
+		if in.Cwd, err = devicePath(dev, a.Cwd); err != nil {
+			return invalid("cwd: %v", err), nil, nil
+		}
+	}
+	out := newRunOutput(limit, progressOf(ctx, req))
+	res, err := t.instruct(ctx, dev, in, client.Sink{Chunk: out.chunk})
+	if err != nil {
+		return callFailed(ctx, dev.DeviceID, err), nil, nil
+	}
+	if !res.Outcome.OK {
+		return outcomeFailed(dev.DeviceID, res, out.render(res.Outcome)), nil, nil
+	}
+	r := out.result(res, dev.DeviceID)
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.render(res.Outcome)}}, StructuredContent: r}, nil, nil
+}
+
+// outputCap checks max_output_bytes.
+func outputCap(n int64) (int, *sdk.CallToolResult) {
+	switch {
+	case n == 0:
+		return DefaultMaxOutput, nil
+	case n < minMaxOutput || n > maxMaxOutput:
+		return 0, invalid("max_output_bytes %d is out of range [%d, %d]", n, minMaxOutput, maxMaxOutput)
+	}
+	return int(n), nil
+}
+
+// runOutput gathers a command's two streams and tells the client as they
+// come.
+type runOutput struct {
+	stdout, stderr *capture
+	progress       *progress
+}
+
+func newRunOutput(limit int, p *progress) *runOutput {
+	return &runOutput{stdout: newCapture(limit), stderr: newCapture(limit), progress: p}
+}
+
+func (o *runOutput) chunk(kind protocol.ChunkKind, data []byte) error {
+	switch kind {
+	case protocol.ChunkStdout:
+		o.stdout.write(data)
+	case protocol.ChunkStderr:
+		o.stderr.write(data)
+	default:
+		return nil
+	}
+	o.progress.output(kind, data, o.stdout.total+o.stderr.total)
+	return nil
+}
+
+func (o *runOutput) result(res client.Result, deviceID string) RunResult {
+	r := RunResult{
+		Stdout: o.stdout.text("stdout"), Stderr: o.stderr.text("stderr"),
+		StdoutBytes: o.stdout.total, StderrBytes: o.stderr.total,
+		StdoutOmitted: o.stdout.leftOut(), StderrOmitted: o.stderr.leftOut(),
+		InstructionID: res.ID, DeviceID: deviceID,
+	}
+	if res.Outcome.ExitCode != nil {
+		r.ExitCode = *res.Outcome.ExitCode
+	}
+	if tr := res.Outcome.Truncated; tr != nil && (tr.Stdout || tr.Stderr) {
+		r.DeviceTruncated = tr
+	}
+	return r
+}
+
+// render is the text an agent reads: the exit code, then each stream that
+// has output.
+func (o *runOutput) render(out api.Outcome) string {
+	var b strings.Builder
+	if out.ExitCode != nil {
+		fmt.Fprintf(&b, "exit code %d\n", *out.ExitCode)
+	}
+	for _, s := range []struct {
+		name string
+		c    *capture
+		cut  bool
+	}{{"stdout", o.stdout, out.Truncated != nil && out.Truncated.Stdout}, {"stderr", o.stderr, out.Truncated != nil && out.Truncated.Stderr}} {
+		if s.c.total == 0 && !s.cut {
+			continue
+		}
+		fmt.Fprintf(&b, "--- %s ---\n%s", s.name, s.c.text(s.name))
+		if !strings.HasSuffix(b.String(), "\n") {
+			b.WriteString("\n")
+		}
+		if s.cut {
+			fmt.Fprintf(&b, "[the device cut %s at its own limit: the command wrote more]\n", s.name)
+		}
+	}
+	return b.String()
+}
