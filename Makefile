@@ -1,9 +1,9 @@
 # The one test command (README "Testing"); .ci/run runs exactly `make test`.
 GO ?= go
 
-.PHONY: test fmt-check vet cross race fuzz bench ratios shutdown-fleet soak
+.PHONY: test fmt-check vet cross interop-deps race fuzz bench ratios shutdown-fleet soak
 
-test: fmt-check vet cross race
+test: fmt-check vet cross interop-deps race
 
 fmt-check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l reports unformatted files:"; echo "$$out"; exit 1; fi
@@ -22,10 +22,16 @@ cross:
 	done
 	@for p in linux/arm64 linux/386; do echo "== $$p"; GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build ./... || exit 1; done
 
+# The official TypeScript MCP SDK, for the interop test of both MCP faces
+# (cmd/sema/cli/mcp_interop_test.go), from the npm registry at the version
+# package-lock.json pins. With it installed, race requires that test to run.
+interop-deps:
+	@[ -d e2e/mcpinterop/node_modules/@modelcontextprotocol/sdk ] || npm ci --prefix e2e/mcpinterop --no-audit --no-fund
+
 # scripts/with-postgres starts a throwaway PostgreSQL for the store suite
 # (or uses SEMA_TEST_POSTGRES when set).
 race:
-	./scripts/with-postgres $(GO) test -race -count=1 ./...
+	SEMA_REQUIRE_INTEROP=1 ./scripts/with-postgres $(GO) test -race -count=1 ./...
 
 # Every fuzz target of every package, each for FUZZTIME (default 60s):
 # make fuzz FUZZTIME=10s

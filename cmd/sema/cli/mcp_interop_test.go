@@ -1,0 +1,115 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// interopDir holds the TypeScript SDK's client (make interop-deps installs
+// its node_modules).
+var interopDir = filepath.Join("..", "..", "..", "e2e", "mcpinterop")
+
+// tsSeen is what e2e/mcpinterop/client.mjs prints.
+type tsSeen struct {
+	Face   string `json:"face"`
+	Server struct{ Name string }
+	Tools  []struct {
+		Name        string
+		Annotations struct {
+			ReadOnlyHint    bool
+			DestructiveHint *bool
+		}
+	}
+	Progress []string
+	Run      struct {
+		IsError    bool
+		Structured struct {
+			ExitCode int
+			Stdout   string
+			Stderr   string
+		}
+	}
+	Write struct {
+		IsError    bool
+		Structured struct {
+			CanonicalPath string
+			SHA256        string
+		}
+	}
+	Read struct {
+		IsError    bool
+		Structured struct{ Content string }
+	}
+	Missing struct {
+		IsError bool
+		Text    string
+	}
+}
+
+// An MCP client no one here wrote — the official TypeScript SDK's — uses a
+// device through both faces: a real `sema mcp` on stdio and the real
+// server's /v1/mcp on Streamable HTTP.
+func TestTheTypeScriptSDKClientUsesBothFaces(t *testing.T) {
+	if _, err := os.Stat(filepath.Join(interopDir, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
+		if os.Getenv("SEMA_REQUIRE_INTEROP") != "" {
+			t.Fatalf("the TypeScript SDK is not installed (make interop-deps): %v", err)
+		}
+		t.Skip("the TypeScript SDK is not installed: make interop-deps")
+	}
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Fatalf("node: %v", err)
+	}
+	s := startServer(t, t.TempDir())
+	ws := t.TempDir()
+	enrollAndServe(t, s, ws)
+	for _, face := range []struct{ name, target string }{{"stdio", semaBin}, {"http", s.url + "/v1/mcp"}} {
+		t.Run(face.name, func(t *testing.T) {
+			cmd := exec.CommandContext(ctx(t), node, "client.mjs", face.name, face.target)
+			cmd.Dir = interopDir
+			cmd.Env = append(os.Environ(), s.env(t)...)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			out, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("node client.mjs %s: %v\n%s", face.name, err, stderr.String())
+			}
+			var seen tsSeen
+			if err := json.Unmarshal(out, &seen); err != nil {
+				t.Fatalf("%s: %v", out, err)
+			}
+			var names []string
+			for _, tool := range seen.Tools {
+				names = append(names, tool.Name)
+				destructive := tool.Annotations.DestructiveHint != nil && *tool.Annotations.DestructiveHint
+				if (tool.Name == "run_command" || tool.Name == "write_file") != destructive {
+					t.Errorf("%s: destructiveHint %v", tool.Name, destructive)
+				}
+			}
+			if !slices.Equal(names, []string{"file_info", "list_devices", "list_directory", "read_file", "run_command", "write_file"}) || seen.Server.Name != "sema" {
+				t.Fatalf("tools %v of %q", names, seen.Server.Name)
+			}
+			if r := seen.Run; r.IsError || r.Structured.ExitCode != 4 || r.Structured.Stdout != "hello-from-ts\n" || r.Structured.Stderr != "oops\n" {
+				t.Fatalf("run_command %+v", r)
+			}
+			if !slices.Contains(seen.Progress, "hello-from-ts\n") {
+				t.Errorf("no live output in the progress notifications: %q", seen.Progress)
+			}
+			want := filepath.Join(ws, "ts-"+face.name+".txt")
+			if b, err := os.ReadFile(want); err != nil || string(b) != "from the TypeScript SDK\n" || seen.Write.Structured.CanonicalPath != want {
+				t.Fatalf("write_file %+v; on disk %q %v", seen.Write, b, err)
+			}
+			if seen.Read.IsError || seen.Read.Structured.Content != "from the TypeScript SDK\n" {
+				t.Fatalf("read_file %+v", seen.Read)
+			}
+			if !seen.Missing.IsError || !strings.HasPrefix(seen.Missing.Text, "not_found: ") {
+				t.Fatalf("a missing file %+v", seen.Missing)
+			}
+		})
+	}
+}
