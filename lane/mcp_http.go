@@ -38,7 +38,7 @@ func (s *Server) mcpHandler() http.HandlerFunc {
 		if session == "" {
 			session = r.Header.Get("Mcp-Session-Id")
 		}
-		return mcp.NewServer(mcp.Options{Lane: lc, Device: q.Get("device"), Session: session, Schemas: schemas})
+		return mcp.NewServer(mcp.Options{Lane: lc, Device: q.Get("device"), Session: session, Request: r.Context(), Schemas: schemas})
 	}, &sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
 	return s.authenticated(h.ServeHTTP)
 }

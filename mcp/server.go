@@ -28,6 +28,13 @@ type Options struct {
 	// Logger logs the server's own events, never a command, a path or
 	// content; nil logs nothing.
 	Logger *slog.Logger
+	// Request, when set, is the HTTP request that carries this server's
+	// calls (the lane's stateless face makes a server per request): when it
+	// ends — the client hung up — the calls' instructions are cancelled, as
+	// the lane's HTTP API cancels an instruction nobody can hear the outcome
+	// of. (The SDK ties a call to its request only for protocol versions
+	// from 2026-07-28 on; clients of earlier versions cancel by hanging up.)
+	Request context.Context
 	// Schemas, when set, is shared by servers made per request (the lane's
 	// stateless HTTP face) so that the tools' schemas are made once.
 	Schemas *sdk.SchemaCache
@@ -60,7 +67,7 @@ func NewServer(o Options) *sdk.Server {
 		Logger:       o.Logger,
 		SchemaCache:  o.Schemas,
 	})
-	t := &tools{lane: o.Lane, session: o.Session, target: &target{lane: o.Lane, want: o.Device}}
+	t := &tools{lane: o.Lane, session: o.Session, request: o.Request, target: &target{lane: o.Lane, want: o.Device}}
 	t.register(s)
 	return s
 }
@@ -75,6 +82,7 @@ const serverInstructions = "These tools run on the user's own machine (a sema de
 type tools struct {
 	lane    Lane
 	session string
+	request context.Context // nil: none
 	target  *target
 }
 
@@ -123,6 +131,12 @@ func (t *tools) register(s *sdk.Server) {
 // root session.
 func (t *tools) instruct(ctx context.Context, dev api.Device, in api.InstructionRequest, sink client.Sink) (client.Result, error) {
 	in.RootSessionID = t.session
+	if t.request != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer context.AfterFunc(t.request, cancel)()
+		defer cancel()
+	}
 	return t.lane.Instruct(ctx, dev.DeviceID, in, sink)
 }
 

@@ -3,6 +3,7 @@
 //   node client.mjs http <url of /v1/mcp>  (SEMA_API_KEY from the environment)
 // It lists the tools, runs a command with a progress token, writes a file
 // and reads it back, and prints one JSON object of what it saw on stdout.
+import { existsSync, readFileSync } from "node:fs";
 import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { StdioClientTransport } from "@modelcontextprotocol/sdk/client/stdio.js";
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js";
@@ -33,5 +34,20 @@ const read = await client.callTool({ name: "read_file", arguments: { path } });
 seen.read = { isError: read.isError ?? false, structured: read.structuredContent };
 const missing = await client.callTool({ name: "read_file", arguments: { path: "no/such/file" } });
 seen.missing = { isError: missing.isError ?? false, text: missing.content[0]?.text };
+
+// A call the client aborts: the command must not outlive it. The device's
+// workspace is on this machine in the test (SEMA_INTEROP_WS), so the script
+// waits for the command to have started before it aborts.
+if (process.env.SEMA_INTEROP_WS) {
+  const pidFile = `${process.env.SEMA_INTEROP_WS}/cancel-${face}.pid`;
+  const abort = new AbortController();
+  const call = client
+    .callTool({ name: "run_command", arguments: { command: `echo $$ > ${pidFile}; exec sleep 60` } }, undefined, { signal: abort.signal })
+    .then(() => "completed", (e) => `rejected: ${e}`);
+  while (!existsSync(pidFile) || readFileSync(pidFile, "utf8").trim() === "") await new Promise((r) => setTimeout(r, 20));
+  seen.cancelledPid = Number(readFileSync(pidFile, "utf8").trim());
+  abort.abort("the test aborts the call");
+  seen.cancelled = await call;
+}
 await client.close();
 process.stdout.write(JSON.stringify(seen) + "\n");

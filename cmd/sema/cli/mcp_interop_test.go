@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -49,6 +50,8 @@ type tsSeen struct {
 		IsError bool
 		Text    string
 	}
+	CancelledPid int
+	Cancelled    string
 }
 
 // An MCP client no one here wrote — the official TypeScript SDK's — uses a
@@ -72,7 +75,7 @@ func TestTheTypeScriptSDKClientUsesBothFaces(t *testing.T) {
 		t.Run(face.name, func(t *testing.T) {
 			cmd := exec.CommandContext(ctx(t), node, "client.mjs", face.name, face.target)
 			cmd.Dir = interopDir
-			cmd.Env = append(os.Environ(), s.env(t)...)
+			cmd.Env = append(os.Environ(), append(s.env(t), "SEMA_INTEROP_WS="+ws)...)
 			var stderr strings.Builder
 			cmd.Stderr = &stderr
 			out, err := cmd.Output()
@@ -110,6 +113,11 @@ func TestTheTypeScriptSDKClientUsesBothFaces(t *testing.T) {
 			if !seen.Missing.IsError || !strings.HasPrefix(seen.Missing.Text, "not_found: ") {
 				t.Fatalf("a missing file %+v", seen.Missing)
 			}
+			// The aborted call: its command does not outlive it.
+			if !strings.HasPrefix(seen.Cancelled, "rejected: ") || seen.CancelledPid <= 0 {
+				t.Fatalf("the aborted call: %q, pid %d", seen.Cancelled, seen.CancelledPid)
+			}
+			waitFor(t, "the aborted call's command to be killed", func() bool { return syscall.Kill(seen.CancelledPid, 0) != nil })
 		})
 	}
 }
