@@ -30,6 +30,8 @@ var UserRows = []UserRow{
 	{ID: "3", Work: "`sema fs put` of N random bytes", Baseline: "`ssh host 'cat > f && sync f' < file`", Bytes: true, Goal: 2, Run: fsPut},
 	{ID: "4", Work: "`sema fs get` of N bytes", Baseline: "`ssh host cat f > local`", Bytes: true, Goal: 2, Run: fsGet},
 	{ID: "5", Work: "`exec true` round trip, HTTP keep-alive", Baseline: "local `sh -c true`", Run: execTrue},
+	{ID: "6", Work: "MCP `run_command true` through `sema mcp` (stdio)", Baseline: "local `sh -c true`", Run: mcpStdioTrue},
+	{ID: "6b", Work: "MCP `run_command true` through `/v1/mcp` (Streamable HTTP)", Baseline: "local `sh -c true`", Run: mcpHTTPTrue},
 }
 
 var errNoSSH = errors.New("no ssh")

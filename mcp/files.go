@@ -252,6 +252,13 @@ func orDash(s string) string {
 // resolve finds the device and makes p absolute on it; a result with
 // isError when either cannot be done.
 func (t *tools) resolve(ctx context.Context, p string) (api.Device, string, *sdk.CallToolResult) {
+	if dev, ok := t.target.named(); ok && strings.HasPrefix(p, "/") {
+		abs, err := devicePath(dev, p) // absolute: the workspace root is not needed
+		if err != nil {
+			return dev, "", invalid("path: %v", err)
+		}
+		return dev, abs, nil
+	}
 	dev, err := t.target.device(ctx)
 	if err != nil {
 		return dev, "", callFailed(ctx, "", err)

@@ -35,6 +35,18 @@ type errNoDevice struct{ msg string }
 
 func (e *errNoDevice) Error() string { return e.msg }
 
+// named is the device when the connection names one: its id only, without
+// asking the lane (which refuses an unknown id itself), for the calls that
+// need nothing else of it.
+func (t *target) named() (api.Device, bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.dev != nil {
+		return *t.dev, true
+	}
+	return api.Device{DeviceID: t.want}, t.want != ""
+}
+
 func (t *target) device(ctx context.Context) (api.Device, error) {
 	t.mu.Lock()
 	defer t.mu.Unlock()

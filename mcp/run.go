@@ -49,15 +49,10 @@ func (t *tools) runCommand(ctx context.Context, req *sdk.CallToolRequest, a RunA
 	if timeout == 0 {
 		timeout = defaultTimeout.Milliseconds()
 	}
-	dev, err := t.target.device(ctx)
-	if err != nil {
-		return callFailed(ctx, "", err), nil, nil
-	}
 	in := api.InstructionRequest{Kind: protocol.KindExecStream, Args: protocol.CommandArgs{Command: a.Command}, TimeoutMs: timeout}
-	if a.Cwd != "" {
-		if in.Cwd, err = devicePath(dev, a.Cwd); err != nil {
-			return invalid("cwd: %v", err), nil, nil
-		}
+	dev, bad := t.runTarget(ctx, a.Cwd, &in)
+	if bad != nil {
+		return bad, nil, nil
 	}
 	out := newRunOutput(limit, progressOf(ctx, req))
 	res, err := t.instruct(ctx, dev, in, client.Sink{Chunk: out.chunk})
@@ -69,6 +64,25 @@ func (t *tools) runCommand(ctx context.Context, req *sdk.CallToolRequest, a RunA
 	}
 	r := out.result(res, dev.DeviceID)
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.render(res.Outcome)}}, StructuredContent: r}, nil, nil
+}
+
+// runTarget is the device of a command and its cwd, made absolute. Without
+// a cwd the command runs in the device's default (its workspace root), so a
+// named device needs nothing more from the lane.
+func (t *tools) runTarget(ctx context.Context, cwd string, in *api.InstructionRequest) (api.Device, *sdk.CallToolResult) {
+	if cwd != "" {
+		dev, abs, bad := t.resolve(ctx, cwd)
+		in.Cwd = abs
+		return dev, bad
+	}
+	if dev, ok := t.target.named(); ok {
+		return dev, nil
+	}
+	dev, err := t.target.device(ctx)
+	if err != nil {
+		return dev, callFailed(ctx, "", err)
+	}
+	return dev, nil
 }
 
 // outputCap checks max_output_bytes.

@@ -317,3 +317,23 @@ func TestLiveOutputIsSentAsProgress(t *testing.T) {
 		})
 	}
 }
+
+// Not named, the caller's only device is the one: with and without a cwd.
+func TestTheOnlyDeviceIsTheDefault(t *testing.T) {
+	l := startLiveLane(t)
+	os.Mkdir(filepath.Join(l.ws, "sub"), 0o755)
+	for _, f := range faces {
+		t.Run(f.name, func(t *testing.T) {
+			cs := f.connect(l, "", "", nil)
+			for _, cwd := range []string{"", "sub"} {
+				var r mcp.RunResult
+				res := call(t, cs, "run_command", map[string]any{"command": "pwd", "cwd": cwd})
+				structured(t, res, &r)
+				want := mustEval(t, filepath.Join(l.ws, cwd))
+				if got, _ := filepath.EvalSymlinks(strings.TrimSpace(r.Stdout)); res.IsError || r.DeviceID != l.deviceID || got != want {
+					t.Fatalf("cwd %q: %s", cwd, text(res))
+				}
+			}
+		})
+	}
+}

@@ -13,7 +13,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.size != 1<<30 || c.rounds != 1 || !c.inprocess || c.markdown || c.trips != 300 || !slices.Equal(c.rows, []string{"1", "2", "2b", "3", "4", "5"}) {
+	if c.size != 1<<30 || c.rounds != 1 || !c.inprocess || c.markdown || c.trips != 300 || !slices.Equal(c.rows, []string{"1", "2", "2b", "3", "4", "5", "6", "6b"}) {
 		t.Fatalf("defaults: %+v", c)
 	}
 }
