@@ -1,12 +1,15 @@
 package lane
 
 import (
+	"context"
 	"net/http"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/inproc"
+	"github.com/sema-agent/sema/internal/version"
 	"github.com/sema-agent/sema/mcp"
 )
 
@@ -18,27 +21,31 @@ const MCPPath = "/v1/mcp"
 const inProcessBase = "http://lane.in-process"
 
 // mcpHandler is /v1/mcp: the MCP tools of package mcp over Streamable HTTP,
-// stateless (any replica can answer any request). The tools call the
-// lane's own HTTP API in process with the caller's API key, so every rule
-// of that API — ownership, refusals, the session binding of §9, the
-// content budget — applies to them as to any client. The device is
-// ?device=ID, else the caller's only device; the root session is
-// ?session=ID, else the request's Mcp-Session-Id, else none.
+// stateless (any replica can answer any request), one server for every
+// request. authenticated() checks the key first (403 auth.forbidden as on
+// every endpoint); then the request's Conn goes to the tools in its token
+// info: the tools call the lane's own HTTP API in process with the
+// caller's API key, so every rule of that API — ownership, refusals, the
+// session binding of §9, the content budget — applies to them as to any
+// client. The device is ?device=ID, else the caller's only device; the
+// root session is ?session=ID, else the request's Mcp-Session-Id, else
+// none.
 func (s *Server) mcpHandler() http.HandlerFunc {
-	schemas := sdk.NewSchemaCache()
+	srv := mcp.NewCallServer(version.String(), nil)
 	self := &http.Client{Transport: inproc.Transport{Handler: s.mux}}
-	h := sdk.NewStreamableHTTPHandler(func(r *http.Request) *sdk.Server {
-		key, _ := bearer(r) // authenticated() let it through
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
+		&sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
+	conn := func(_ context.Context, key string, r *http.Request) (*auth.TokenInfo, error) {
 		lc, err := client.New(inProcessBase, key, client.WithHTTPClient(self))
 		if err != nil {
-			return nil // the SDK answers 400 "no server available"
+			return nil, auth.ErrInvalidToken
 		}
 		q := r.URL.Query()
 		session := q.Get("session")
 		if session == "" {
 			session = r.Header.Get("Mcp-Session-Id")
 		}
-		return mcp.NewServer(mcp.Options{Lane: lc, Device: q.Get("device"), Session: session, Request: r.Context(), Schemas: schemas})
-	}, &sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
-	return s.authenticated(h.ServeHTTP)
+		return mcp.TokenInfo(callerOf(r.Context()).ID, &mcp.Conn{Lane: lc, Device: q.Get("device"), Session: session, Request: r.Context()}), nil
+	}
+	return s.authenticated(auth.RequireBearerToken(conn, nil)(h).ServeHTTP)
 }

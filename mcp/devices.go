@@ -18,16 +18,16 @@ type DevicesResult struct {
 	Current string `json:"current,omitempty"`
 }
 
-func (t *tools) listDevices(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, any, error) {
-	devs, err := t.lane.Devices(ctx)
+func (c *callConn) listDevices(ctx context.Context, _ *sdk.CallToolRequest, _ struct{}) *sdk.CallToolResult {
+	devs, err := c.lane.Devices(ctx)
 	if err != nil {
-		return callFailed(ctx, "", err), nil, nil
+		return callFailed(ctx, "", err)
 	}
 	r := DevicesResult{Devices: devs}
 	if r.Devices == nil {
 		r.Devices = []api.Device{}
 	}
-	if d, err := t.target.device(ctx); err == nil {
+	if d, err := c.target.device(ctx); err == nil {
 		r.Current = d.DeviceID
 	}
 	var b strings.Builder
@@ -46,5 +46,5 @@ func (t *tools) listDevices(ctx context.Context, _ *sdk.CallToolRequest, _ struc
 		}
 		fmt.Fprintf(&b, "%s\t%s\t%s/%s\t%s\t%s%s\n", d.DeviceID, orDash(d.DisplayName), d.PlatformOS, d.PlatformArch, state, d.WorkspaceRoot, mark)
 	}
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: b.String()}}, StructuredContent: r}, nil, nil
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: b.String()}}, StructuredContent: r}
 }

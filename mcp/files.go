@@ -50,26 +50,26 @@ type ReadResult struct {
 // errEnough stops a read at the cap: the rest is not wanted.
 var errEnough = errors.New("read_file: enough content for the cap")
 
-func (t *tools) readFile(ctx context.Context, _ *sdk.CallToolRequest, a ReadArgs) (*sdk.CallToolResult, any, error) {
+func (c *callConn) readFile(ctx context.Context, _ *sdk.CallToolRequest, a ReadArgs) *sdk.CallToolResult {
 	limit, bad := outputCap(a.MaxOutputBytes)
 	switch {
 	case bad != nil:
-		return bad, nil, nil
+		return bad
 	case a.Offset != nil && *a.Offset < 0:
-		return invalid("offset %d is negative", *a.Offset), nil, nil
+		return invalid("offset %d is negative", *a.Offset)
 	case a.Limit != nil && *a.Limit < 0:
-		return invalid("limit %d is negative", *a.Limit), nil, nil
+		return invalid("limit %d is negative", *a.Limit)
 	}
-	dev, p, bad := t.resolve(ctx, a.Path)
+	dev, p, bad := c.resolve(ctx, a.Path)
 	if bad != nil {
-		return bad, nil, nil
+		return bad
 	}
 	kind, args := protocol.KindReadTextFile, any(protocol.PathArgs{Path: p})
 	if a.Offset != nil || a.Limit != nil {
 		kind, args = protocol.KindReadTextLines, protocol.ReadLinesArgs{Path: p, Offset: a.Offset, Limit: a.Limit}
 	}
 	var buf bytes.Buffer
-	res, err := t.run(ctx, dev, kind, args, nil, func(b []byte) error {
+	res, err := c.run(ctx, dev, kind, args, nil, func(b []byte) error {
 		if room := limit + 1 - buf.Len(); room > 0 {
 			buf.Write(b[:min(room, len(b))])
 		}
@@ -82,9 +82,9 @@ func (t *tools) readFile(ctx context.Context, _ *sdk.CallToolRequest, a ReadArgs
 	enough := errors.As(err, &stream) && errors.Is(err, errEnough)
 	switch {
 	case err != nil && !enough:
-		return callFailed(ctx, dev.DeviceID, err), nil, nil
+		return callFailed(ctx, dev.DeviceID, err)
 	case !enough && !res.Outcome.OK:
-		return outcomeFailed(dev.DeviceID, res, ""), nil, nil
+		return outcomeFailed(dev.DeviceID, res, "")
 	}
 	r := readResult(p, buf.Bytes(), limit, !enough, a.Offset)
 	r.InstructionID = res.ID
@@ -98,7 +98,7 @@ func (t *tools) readFile(ctx context.Context, _ *sdk.CallToolRequest, a ReadArgs
 	if r.NotUTF8 {
 		text += "\n[the file is not UTF-8 text: invalid bytes are shown as U+FFFD]"
 	}
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: r}, nil, nil
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: r}
 }
 
 // readResult cuts content at the cap, at the end of its last whole line
@@ -137,27 +137,27 @@ type WriteResult struct {
 	InstructionID string `json:"instructionId"`
 }
 
-func (t *tools) writeFile(ctx context.Context, _ *sdk.CallToolRequest, a WriteArgs) (*sdk.CallToolResult, any, error) {
-	dev, p, bad := t.resolve(ctx, a.Path)
+func (c *callConn) writeFile(ctx context.Context, _ *sdk.CallToolRequest, a WriteArgs) *sdk.CallToolResult {
+	dev, p, bad := c.resolve(ctx, a.Path)
 	if bad != nil {
-		return bad, nil, nil
+		return bad
 	}
 	content := []byte(a.Content)
-	res, err := t.run(ctx, dev, protocol.KindWriteFile, api.WriteArgs{Path: p}, content, nil)
+	res, err := c.run(ctx, dev, protocol.KindWriteFile, api.WriteArgs{Path: p}, content, nil)
 	if err == nil && res.Outcome.ErrorCode == protocol.ErrNotFound {
 		// Its directory is missing (the write never began): make it, as an
 		// editor's "save as" would, and write once more.
 		dir, _ := pathpkg.Split(p)
-		mk, mkErr := t.run(ctx, dev, protocol.KindCreateDir, protocol.DirArgs{Path: pathpkg.Clean(dir), Recursive: ptr(true)}, nil, nil)
+		mk, mkErr := c.run(ctx, dev, protocol.KindCreateDir, protocol.DirArgs{Path: pathpkg.Clean(dir), Recursive: ptr(true)}, nil, nil)
 		if mkErr == nil && mk.Outcome.OK {
-			res, err = t.run(ctx, dev, protocol.KindWriteFile, api.WriteArgs{Path: p}, content, nil)
+			res, err = c.run(ctx, dev, protocol.KindWriteFile, api.WriteArgs{Path: p}, content, nil)
 		}
 	}
 	if err != nil {
-		return callFailed(ctx, dev.DeviceID, err), nil, nil
+		return callFailed(ctx, dev.DeviceID, err)
 	}
 	if !res.Outcome.OK {
-		return outcomeFailed(dev.DeviceID, res, ""), nil, nil
+		return outcomeFailed(dev.DeviceID, res, "")
 	}
 	sum := sha256.Sum256(content)
 	r := WriteResult{CanonicalPath: res.Outcome.CanonicalPath, Bytes: len(content), SHA256: hex.EncodeToString(sum[:]),
@@ -167,7 +167,7 @@ func (t *tools) writeFile(ctx context.Context, _ *sdk.CallToolRequest, a WriteAr
 		verb = "created"
 	}
 	text := fmt.Sprintf("%s %s: %d bytes, sha256 %s (verified on the device)", verb, r.CanonicalPath, r.Bytes, r.SHA256)
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: r}, nil, nil
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: r}
 }
 
 // Entry is one file of list_directory and the answer of file_info.
@@ -186,17 +186,17 @@ type ListResult struct {
 	Entries []Entry `json:"entries"`
 }
 
-func (t *tools) listDirectory(ctx context.Context, _ *sdk.CallToolRequest, a PathArgs) (*sdk.CallToolResult, any, error) {
-	dev, p, bad := t.resolve(ctx, a.Path)
+func (c *callConn) listDirectory(ctx context.Context, _ *sdk.CallToolRequest, a PathArgs) *sdk.CallToolResult {
+	dev, p, bad := c.resolve(ctx, a.Path)
 	if bad != nil {
-		return bad, nil, nil
+		return bad
 	}
-	res, err := t.run(ctx, dev, protocol.KindListDir, protocol.PathArgs{Path: p}, nil, nil)
+	res, err := c.run(ctx, dev, protocol.KindListDir, protocol.PathArgs{Path: p}, nil, nil)
 	if err != nil {
-		return callFailed(ctx, dev.DeviceID, err), nil, nil
+		return callFailed(ctx, dev.DeviceID, err)
 	}
 	if !res.Outcome.OK {
-		return outcomeFailed(dev.DeviceID, res, ""), nil, nil
+		return outcomeFailed(dev.DeviceID, res, "")
 	}
 	r := ListResult{Path: p, Entries: make([]Entry, 0, len(res.Outcome.Entries))}
 	var b strings.Builder
@@ -206,24 +206,24 @@ func (t *tools) listDirectory(ctx context.Context, _ *sdk.CallToolRequest, a Pat
 		fmt.Fprintf(&b, "%s\t%s\t%d\t%s\t%s\n", e.Kind, orDash(e.Mode), e.Size, e.Modified, e.Name)
 	}
 	text := fmt.Sprintf("%s: %d entries\n%s", p, len(r.Entries), b.String())
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: r}, nil, nil
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: r}
 }
 
-func (t *tools) fileInfo(ctx context.Context, _ *sdk.CallToolRequest, a PathArgs) (*sdk.CallToolResult, any, error) {
-	dev, p, bad := t.resolve(ctx, a.Path)
+func (c *callConn) fileInfo(ctx context.Context, _ *sdk.CallToolRequest, a PathArgs) *sdk.CallToolResult {
+	dev, p, bad := c.resolve(ctx, a.Path)
 	if bad != nil {
-		return bad, nil, nil
+		return bad
 	}
-	res, err := t.run(ctx, dev, protocol.KindFileInfo, protocol.PathArgs{Path: p}, nil, nil)
+	res, err := c.run(ctx, dev, protocol.KindFileInfo, protocol.PathArgs{Path: p}, nil, nil)
 	if err != nil {
-		return callFailed(ctx, dev.DeviceID, err), nil, nil
+		return callFailed(ctx, dev.DeviceID, err)
 	}
 	if !res.Outcome.OK || res.Outcome.Info == nil {
-		return outcomeFailed(dev.DeviceID, res, ""), nil, nil
+		return outcomeFailed(dev.DeviceID, res, "")
 	}
 	e := entryOf(*res.Outcome.Info)
 	text := fmt.Sprintf("%s: %s, %d bytes, mode %s, modified %s", e.Path, e.Kind, e.Size, orDash(e.Mode), e.Modified)
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: e}, nil, nil
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: e}
 }
 
 func entryOf(fi protocol.FileInfo) Entry {
@@ -251,15 +251,15 @@ func orDash(s string) string {
 
 // resolve finds the device and makes p absolute on it; a result with
 // isError when either cannot be done.
-func (t *tools) resolve(ctx context.Context, p string) (api.Device, string, *sdk.CallToolResult) {
-	if dev, ok := t.target.named(); ok && strings.HasPrefix(p, "/") {
+func (c *callConn) resolve(ctx context.Context, p string) (api.Device, string, *sdk.CallToolResult) {
+	if dev, ok := c.target.named(); ok && strings.HasPrefix(p, "/") {
 		abs, err := devicePath(dev, p) // absolute: the workspace root is not needed
 		if err != nil {
 			return dev, "", invalid("path: %v", err)
 		}
 		return dev, abs, nil
 	}
-	dev, err := t.target.device(ctx)
+	dev, err := c.target.device(ctx)
 	if err != nil {
 		return dev, "", callFailed(ctx, "", err)
 	}

@@ -26,7 +26,7 @@ import (
 // real executor connected to it: the tools act on real files and
 // processes.
 type liveLane struct {
-	t        *testing.T
+	t        testing.TB
 	srv      *lane.Server
 	st       store.Store
 	url      string
@@ -37,7 +37,7 @@ type liveLane struct {
 
 func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
-func startLiveLane(t *testing.T) *liveLane {
+func startLiveLane(t testing.TB) *liveLane {
 	t.Helper()
 	ctx := t.Context()
 	st, err := sqlite.Open(ctx, t.TempDir())

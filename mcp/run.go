@@ -35,50 +35,50 @@ type RunResult struct {
 	DeviceID        string              `json:"deviceId"`
 }
 
-func (t *tools) runCommand(ctx context.Context, req *sdk.CallToolRequest, a RunArgs) (*sdk.CallToolResult, any, error) {
+func (c *callConn) runCommand(ctx context.Context, req *sdk.CallToolRequest, a RunArgs) *sdk.CallToolResult {
 	limit, bad := outputCap(a.MaxOutputBytes)
 	switch {
 	case bad != nil:
-		return bad, nil, nil
+		return bad
 	case strings.TrimSpace(a.Command) == "":
-		return invalid("command is empty"), nil, nil
+		return invalid("command is empty")
 	case a.TimeoutMs < 0:
-		return invalid("timeout_ms %d is negative", a.TimeoutMs), nil, nil
+		return invalid("timeout_ms %d is negative", a.TimeoutMs)
 	}
 	timeout := a.TimeoutMs
 	if timeout == 0 {
 		timeout = defaultTimeout.Milliseconds()
 	}
 	in := api.InstructionRequest{Kind: protocol.KindExecStream, Args: protocol.CommandArgs{Command: a.Command}, TimeoutMs: timeout}
-	dev, bad := t.runTarget(ctx, a.Cwd, &in)
+	dev, bad := c.runTarget(ctx, a.Cwd, &in)
 	if bad != nil {
-		return bad, nil, nil
+		return bad
 	}
 	out := newRunOutput(limit, progressOf(ctx, req))
-	res, err := t.instruct(ctx, dev, in, client.Sink{Chunk: out.chunk})
+	res, err := c.instruct(ctx, dev, in, client.Sink{Chunk: out.chunk})
 	if err != nil {
-		return callFailed(ctx, dev.DeviceID, err), nil, nil
+		return callFailed(ctx, dev.DeviceID, err)
 	}
 	if !res.Outcome.OK {
-		return outcomeFailed(dev.DeviceID, res, out.render(res.Outcome)), nil, nil
+		return outcomeFailed(dev.DeviceID, res, out.render(res.Outcome))
 	}
 	r := out.result(res, dev.DeviceID)
-	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.render(res.Outcome)}}, StructuredContent: r}, nil, nil
+	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.render(res.Outcome)}}, StructuredContent: r}
 }
 
 // runTarget is the device of a command and its cwd, made absolute. Without
 // a cwd the command runs in the device's default (its workspace root), so a
 // named device needs nothing more from the lane.
-func (t *tools) runTarget(ctx context.Context, cwd string, in *api.InstructionRequest) (api.Device, *sdk.CallToolResult) {
+func (c *callConn) runTarget(ctx context.Context, cwd string, in *api.InstructionRequest) (api.Device, *sdk.CallToolResult) {
 	if cwd != "" {
-		dev, abs, bad := t.resolve(ctx, cwd)
+		dev, abs, bad := c.resolve(ctx, cwd)
 		in.Cwd = abs
 		return dev, bad
 	}
-	if dev, ok := t.target.named(); ok {
+	if dev, ok := c.target.named(); ok {
 		return dev, nil
 	}
-	dev, err := t.target.device(ctx)
+	dev, err := c.target.device(ctx)
 	if err != nil {
 		return dev, callFailed(ctx, "", err)
 	}

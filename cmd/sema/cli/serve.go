@@ -4,8 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
-	"runtime/debug"
 	"time"
+
+	semaversion "github.com/sema-agent/sema/internal/version"
 
 	"github.com/spf13/cobra"
 
@@ -126,9 +127,4 @@ func runServe(c *cobra.Command, f serveFlags) error {
 }
 
 // version is the module version the binary was built from, or "dev".
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+func version() string { return semaversion.String() }
