@@ -22,11 +22,11 @@ cross:
 	done
 	@for p in linux/arm64 linux/386; do echo "== $$p"; GOOS=$${p%/*} GOARCH=$${p#*/} $(GO) build ./... || exit 1; done
 
-# The official TypeScript MCP SDK, for the interop test of both MCP faces
+# The official TypeScript MCP SDK and the MCP Inspector, for the interop tests of both MCP faces
 # (cmd/sema/cli/mcp_interop_test.go), from the npm registry at the version
 # package-lock.json pins. With it installed, race requires that test to run.
 interop-deps:
-	@[ -d e2e/mcpinterop/node_modules/@modelcontextprotocol/sdk ] || npm ci --prefix e2e/mcpinterop --no-audit --no-fund
+	@[ -d e2e/mcpinterop/node_modules/@modelcontextprotocol/sdk ] && [ -d e2e/mcpinterop/node_modules/@modelcontextprotocol/inspector ] || npm ci --prefix e2e/mcpinterop --no-audit --no-fund
 
 # scripts/with-postgres starts a throwaway PostgreSQL for the store suite
 # (or uses SEMA_TEST_POSTGRES when set).

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/sema-agent/sema/cmd/sema/cli"
 )
 
 // interopDir holds the TypeScript SDK's client (make interop-deps installs
@@ -118,6 +120,51 @@ func TestTheTypeScriptSDKClientUsesBothFaces(t *testing.T) {
 				t.Fatalf("the aborted call: %q, pid %d", seen.Cancelled, seen.CancelledPid)
 			}
 			waitFor(t, "the aborted call's command to be killed", func() bool { return syscall.Kill(seen.CancelledPid, 0) != nil })
+		})
+	}
+}
+
+// The MCP Inspector's CLI lists the tools and runs a command through both
+// faces, as a developer trying the lane would.
+func TestTheMCPInspectorUsesBothFaces(t *testing.T) {
+	inspector := filepath.Join(interopDir, "node_modules", ".bin", "mcp-inspector")
+	if _, err := os.Stat(inspector); err != nil {
+		if os.Getenv("SEMA_REQUIRE_INTEROP") != "" {
+			t.Fatalf("the MCP Inspector is not installed (make interop-deps): %v", err)
+		}
+		t.Skip("the MCP Inspector is not installed: make interop-deps")
+	}
+	s := startServer(t, t.TempDir())
+	enrollAndServe(t, s, t.TempDir())
+	faces := map[string][]string{
+		"stdio": {"-e", cli.EnvServer + "=" + s.url, "-e", cli.EnvAPIKey + "=" + s.key, semaBin, "mcp"},
+		"http":  {s.url + "/v1/mcp", "--transport", "http", "--header", "Authorization: Bearer " + s.key},
+	}
+	for name, target := range faces {
+		t.Run(name, func(t *testing.T) {
+			inspect := func(method ...string) map[string]any {
+				args := append(append([]string{"--cli"}, target...), method...)
+				cmd := exec.CommandContext(ctx(t), inspector, args...)
+				cmd.Env = append(os.Environ(), "TMPDIR="+t.TempDir())
+				out, err := cmd.Output()
+				var got map[string]any
+				if err == nil {
+					err = json.Unmarshal(out, &got)
+				}
+				if err != nil {
+					t.Fatalf("mcp-inspector %v: %v\n%s", method, err, out)
+				}
+				return got
+			}
+			tools, _ := inspect("--method", "tools/list")["tools"].([]any)
+			if len(tools) != 6 {
+				t.Fatalf("tools/list: %d tools", len(tools))
+			}
+			res := inspect("--method", "tools/call", "--tool-name", "run_command", "--tool-arg", "command=echo inspected-"+name)
+			sc, _ := res["structuredContent"].(map[string]any)
+			if sc["stdout"] != "inspected-"+name+"\n" || res["isError"] == true {
+				t.Fatalf("tools/call: %v", res)
+			}
 		})
 	}
 }
