@@ -53,6 +53,8 @@ const connKey = "sema.conn"
 // TokenInfo is the token info a server of NewCallServer finds a call's
 // Conn in: the lane's authentication puts it in the request's context
 // (with the SDK's auth.RequireBearerToken) for the identity it verified.
+// The SDK's middleware refuses a token info without an expiry; this one
+// lives as long as the request that carries it, so any bound will do.
 func TokenInfo(identityID string, c *Conn) *auth.TokenInfo {
 	return &auth.TokenInfo{UserID: identityID, Expiration: time.Now().Add(24 * time.Hour), Extra: map[string]any{connKey: c}}
 }

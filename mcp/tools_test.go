@@ -337,3 +337,23 @@ func TestTheOnlyDeviceIsTheDefault(t *testing.T) {
 		})
 	}
 }
+
+// A server for calls that bring their own connection, mounted without the
+// authentication that gives them one, fails every call loudly.
+func TestACallServerWithoutAConnFailsLoudly(t *testing.T) {
+	st, ct := sdk.NewInMemoryTransports()
+	ss, err := mcp.NewCallServer("test", nil).Connect(t.Context(), st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	cs, err := sdk.NewClient(&sdk.Implementation{Name: "t", Version: "v0"}, nil).Connect(t.Context(), ct, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	res := call(t, cs, "run_command", map[string]any{"command": "true"})
+	if !res.IsError || !strings.Contains(text(res), "no lane for the call") {
+		t.Fatalf("%v %s", res.IsError, text(res))
+	}
+}
