@@ -29,7 +29,7 @@ func scanSession(row scanner) (store.Session, error) {
 // back (a conflicting insert waits for the other's commit, so the read
 // sees it). A session bound already costs one read and no write.
 func (s *Store) BindSession(ctx context.Context, ownerID, rootSessionID, deviceID string) (store.Session, error) {
-	b, err := s.session(ctx, s.reads, ownerID, rootSessionID)
+	b, err := s.Session(ctx, ownerID, rootSessionID)
 	if !errors.Is(err, store.ErrNotFound) {
 		return b, err
 	}
@@ -37,7 +37,7 @@ func (s *Store) BindSession(ctx context.Context, ownerID, rootSessionID, deviceI
 		ON CONFLICT (owner_id, root_session_id) DO NOTHING`), ownerID, rootSessionID, deviceID); err != nil {
 		return b, s.wrap("bind session", err)
 	}
-	return s.session(ctx, s.db, ownerID, rootSessionID)
+	return s.readSession(s.db.QueryRowContext(ctx, s.sql(sessionRead), ownerID, rootSessionID))
 }
 
 // RebindSession binds a root session to a device, replacing any binding;
@@ -50,13 +50,16 @@ func (s *Store) RebindSession(ctx context.Context, ownerID, rootSessionID, devic
 	return b, s.wrap("rebind session", err)
 }
 
+// sessionRead reads one binding.
+const sessionRead = `SELECT ` + sessionColumns + ` FROM sessions WHERE owner_id = ? AND root_session_id = ?`
+
 // Session returns an owner's binding of a root session.
 func (s *Store) Session(ctx context.Context, ownerID, rootSessionID string) (store.Session, error) {
-	return s.session(ctx, s.reads, ownerID, rootSessionID)
+	return s.readSession(s.sessionByID.QueryRowContext(ctx, ownerID, rootSessionID))
 }
 
-func (s *Store) session(ctx context.Context, q querier, ownerID, rootSessionID string) (store.Session, error) {
-	b, err := scanSession(q.QueryRowContext(ctx, s.sql(`SELECT `+sessionColumns+` FROM sessions WHERE owner_id = ? AND root_session_id = ?`), ownerID, rootSessionID))
+func (s *Store) readSession(row *sql.Row) (store.Session, error) {
+	b, err := scanSession(row)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return b, s.wrap("read session", err)
 	}
