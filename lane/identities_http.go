@@ -51,11 +51,7 @@ func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 // createIdentity is POST /v1/identities {"name"}: a new identity (never an
 // admin) and its first API key, shown this once.
 func (s *Server) createIdentity(w http.ResponseWriter, r *http.Request) {
-	body, aerr := readBody(r)
-	var f map[string]string
-	if aerr == nil {
-		f, aerr = parseClosedBody(body, identityFields, false)
-	}
+	f, aerr := readClosedBody(r, identityFields, false)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
@@ -86,11 +82,7 @@ func (s *Server) listIdentities(w http.ResponseWriter, r *http.Request) {
 // createAPIKey is POST /v1/api-keys with an empty closed body: another key
 // for the caller, shown this once.
 func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request) {
-	body, aerr := readBody(r)
-	if aerr == nil {
-		_, aerr = parseClosedBody(body, nil, true)
-	}
-	if aerr != nil {
+	if _, aerr := readClosedBody(r, nil, true); aerr != nil {
 		writeError(w, aerr)
 		return
 	}
@@ -154,4 +146,14 @@ func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) {
 	}
 	s.audit(r.Context(), store.AuditEvent{IdentityID: k.IdentityID, Event: eventAPIKeyRevoked, RemoteAddr: remoteAddr(r)})
 	writeJSON(w, http.StatusOK, apiKeyView(k))
+}
+
+// readClosedBody reads a request body and parses it as parseClosedBody
+// does (the handlers of identities, keys and sessions share it).
+func readClosedBody(r *http.Request, fields []bodyField, allowEmpty bool) (map[string]string, *apiError) {
+	body, aerr := readBody(r)
+	if aerr != nil {
+		return nil, aerr
+	}
+	return parseClosedBody(body, fields, allowEmpty)
 }

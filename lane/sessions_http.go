@@ -56,10 +56,7 @@ func (s *Server) rebindSession(w http.ResponseWriter, r *http.Request) {
 	id, aerr := rootSessionParam(r)
 	var f map[string]string
 	if aerr == nil {
-		var body []byte
-		if body, aerr = readBody(r); aerr == nil {
-			f, aerr = parseClosedBody(body, rebindFields, false)
-		}
+		f, aerr = readClosedBody(r, rebindFields, false)
 	}
 	if aerr != nil {
 		writeError(w, aerr)

@@ -1,13 +1,14 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"text/tabwriter"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/safetext"
 )
 
@@ -28,93 +29,57 @@ func newAPIKeyCmd() *cobra.Command {
 }
 
 func newAPIKeyCreateCmd() *cobra.Command {
-	var f listFlags
+	var f keyCmdFlags
 	c := &cobra.Command{
 		Use:   "create",
 		Short: "Issue another API key for yourself and print it, shown this once",
 		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			lc, err := f.client.client()
-			if err != nil {
-				return err
-			}
-			defer lc.Close()
+		RunE: withKeyClient(&f, func(c *cobra.Command, lc *client.Client, args []string) error {
 			k, err := lc.CreateAPIKey(c.Context())
-			if err != nil {
+			switch {
+			case err != nil:
 				return err
+			case f.json:
+				printAnswerJSON(k)
+			default:
+				id := safetext.String(k.KeyID)
+				printNewKey(k.APIKey, fmt.Sprintf("Created API key %s. The key is above, shown this once; revoke it with: sema apikey revoke %s", id, id))
 			}
-			if f.json {
-				printJSON(k)
-				return nil
-			}
-			fmt.Fprintln(Stdout, safetext.String(k.APIKey))
-			fmt.Fprintf(Stderr, "Created API key %s. The key is above, shown this once; revoke it with: sema apikey revoke %s\n",
-				safetext.String(k.KeyID), safetext.String(k.KeyID))
 			return nil
-		},
+		}),
 	}
-	addListFlags(c, &f)
+	addKeyCmdFlags(c, &f)
 	return c
 }
 
 func newAPIKeyListCmd() *cobra.Command {
-	var f listFlags
-	c := &cobra.Command{
-		Use:   "list",
-		Short: "List your API keys that are not revoked (never the keys themselves)",
-		Long:  "list shows each key's id, when it was created and when it was last used (at most a minute stale).",
-		Args:  cobra.NoArgs,
-		RunE: func(c *cobra.Command, args []string) error {
-			lc, err := f.client.client()
-			if err != nil {
-				return err
-			}
-			defer lc.Close()
-			keys, err := lc.APIKeys(c.Context())
-			if err != nil {
-				return err
-			}
-			if f.json {
-				printJSON(api.APIKeyList{APIKeys: keys})
-				return nil
-			}
-			tw := tabwriter.NewWriter(Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "KEY\tCREATED\tLAST USED")
+	return newTableCmd("list", "List your API keys that are not revoked (never the keys themselves)",
+		"list shows each key's id, when it was created and when it was last used (at most a minute stale).", "KEY\tCREATED\tLAST USED",
+		func(ctx context.Context, lc *client.Client) (any, [][]string, error) {
+			keys, err := lc.APIKeys(ctx)
+			rows := make([][]string, 0, len(keys))
 			for _, k := range keys {
-				fmt.Fprintf(tw, "%s\t%s\t%s\n", safetext.String(k.KeyID), safetext.String(k.CreatedAt), safetext.String(orDash(k.LastUsedAt)))
+				rows = append(rows, []string{k.KeyID, k.CreatedAt, orDash(k.LastUsedAt)})
 			}
-			return tw.Flush()
-		},
-	}
-	addListFlags(c, &f)
-	return c
+			return api.APIKeyList{APIKeys: keys}, rows, err
+		})
 }
 
 func newAPIKeyRevokeCmd() *cobra.Command {
-	var f clientFlags
+	var f keyCmdFlags
 	c := &cobra.Command{
 		Use:   "revoke KEY_ID",
 		Short: "Revoke an API key: it is refused from then on",
-		Args: func(c *cobra.Command, args []string) error {
-			if len(args) != 1 {
-				return usageError{errors.New("apikey revoke takes one key id (see sema apikey list)")}
-			}
-			return nil
-		},
-		RunE: func(c *cobra.Command, args []string) error {
-			lc, err := f.client()
-			if err != nil {
-				return err
-			}
-			defer lc.Close()
+		Args:  wantArgs(1, "apikey revoke takes one key id (see sema apikey list)"),
+		RunE: withKeyClient(&f, func(c *cobra.Command, lc *client.Client, args []string) error {
 			k, err := lc.RevokeAPIKey(c.Context(), args[0])
 			if err != nil {
 				return err
 			}
 			fmt.Fprintf(Stdout, "revoked %s\n", safetext.String(k.KeyID))
 			return nil
-		},
+		}),
 	}
-	addClientFlags(c, &f)
+	addClientFlags(c, &f.client)
 	return c
 }
