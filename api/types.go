@@ -144,3 +144,84 @@ type UploadRequest struct {
 	Expect        *protocol.Expect // writeFileGuarded only
 	RootSessionID string
 }
+
+// Error codes of the identities, API keys and sessions (issue K).
+const (
+	// CodeSessionDeviceMismatch: the root session is bound to another
+	// device (§9); the message names it. Rebind explicitly to change.
+	CodeSessionDeviceMismatch = "session.device_mismatch"
+	// CodeSessionNotFound: the caller has no binding of that root session.
+	CodeSessionNotFound = "session.not_found"
+	// CodeAPIKeyNotFound: the caller has no such key (another identity's
+	// key is indistinguishable from none).
+	CodeAPIKeyNotFound = "api_key.not_found"
+	// CodeLastAdminKey: revoking the admin's last key is refused, so that
+	// the lane is never without an admin key.
+	CodeLastAdminKey = "api_key.last_admin_key"
+	// CodeDeviceRevoked: a session cannot be rebound to a revoked device.
+	CodeDeviceRevoked = "device.revoked"
+)
+
+// CreateIdentityRequest is the closed body of POST /v1/identities.
+type CreateIdentityRequest struct {
+	Name string `json:"name"`
+}
+
+// CreateIdentityResponse is the answer of POST /v1/identities: the new
+// identity's API key in plaintext exists only here.
+type CreateIdentityResponse struct {
+	IdentityID string `json:"identityId"`
+	Name       string `json:"name"`
+	APIKey     string `json:"apiKey"`
+}
+
+// Identity is one identity of GET /v1/identities.
+type Identity struct {
+	IdentityID string `json:"identityId"`
+	Name       string `json:"name"`
+	CreatedAt  string `json:"createdAt"`
+	Admin      bool   `json:"admin"`
+}
+
+// IdentityList is the answer of GET /v1/identities. Identities is never
+// null.
+type IdentityList struct {
+	Identities []Identity `json:"identities"`
+}
+
+// CreateAPIKeyResponse is the answer of POST /v1/api-keys: the key's
+// plaintext exists only here.
+type CreateAPIKeyResponse struct {
+	KeyID  string `json:"keyId"`
+	APIKey string `json:"apiKey"`
+}
+
+// APIKey is one key of GET /v1/api-keys and the answer of
+// DELETE /v1/api-keys/{keyId}: never the key itself. LastUsedAt is at most
+// a minute stale and absent before the first use.
+type APIKey struct {
+	KeyID      string `json:"keyId"`
+	CreatedAt  string `json:"createdAt"`
+	LastUsedAt string `json:"lastUsedAt,omitempty"`
+	RevokedAt  string `json:"revokedAt,omitempty"`
+}
+
+// APIKeyList is the answer of GET /v1/api-keys: the caller's keys that are
+// not revoked. APIKeys is never null.
+type APIKeyList struct {
+	APIKeys []APIKey `json:"apiKeys"`
+}
+
+// RebindRequest is the closed body of
+// POST /v1/sessions/{rootSessionId}/rebind.
+type RebindRequest struct {
+	DeviceID string `json:"deviceId"`
+}
+
+// Session is a root session's binding to a device (§9): the answer of
+// GET /v1/sessions/{rootSessionId} and of its rebind.
+type Session struct {
+	RootSessionID string `json:"rootSessionId"`
+	DeviceID      string `json:"deviceId"`
+	BoundAt       string `json:"boundAt"`
+}

@@ -32,8 +32,9 @@ var protectiveFaces = []protocol.InstructionKind{protocol.KindWriteFileExclusive
 // terminal_never_started (target_unavailable, not_supported) without a
 // silent queue; otherwise it waits for an in-flight slot (queued), is
 // committed and sent once (dispatch_committed, R1), and settles terminal.
-// An error means nothing was queued: the device is unknown, or the
-// instruction is invalid.
+// An error means nothing was queued: the device is unknown, the
+// instruction is invalid, or its root session is bound to another device
+// (*SessionMismatchError, §9).
 func (s *Server) Dispatch(ctx context.Context, deviceID string, in Instruction) (*Call, error) {
 	return s.dispatch(ctx, deviceID, "", in, nil)
 }
@@ -61,6 +62,17 @@ func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instru
 	}
 	if err != nil {
 		return nil, fmt.Errorf("lane: the device registry is unavailable: %w", err)
+	}
+	if in.RootSessionID != "" {
+		// §9: bind or refuse, before the call exists. An embedder's
+		// Dispatch (owner "") binds for the device's owner.
+		sessionOwner := owner
+		if sessionOwner == "" {
+			sessionOwner = dev.OwnerID
+		}
+		if err := s.bindSession(ctx, sessionOwner, in.RootSessionID, dev); err != nil {
+			return nil, err
+		}
 	}
 	released := make(chan struct{})
 	call = &Call{
@@ -122,6 +134,9 @@ func (s *Server) buildFrame(in Instruction) (protocol.Instruction, error) {
 	}
 	if in.Timeout <= 0 || in.Timeout.Milliseconds() > protocol.MaxSafeInteger {
 		return bad("timeout must be positive")
+	}
+	if problem := checkRootSessionID(in.RootSessionID); problem != "" {
+		return bad("rootSessionId %s", problem)
 	}
 	args := in.Args
 	if in.Kind.IsWrite() {

@@ -25,6 +25,12 @@ const (
 	codeUnavailable         = api.CodeUnavailable
 	codeBusy                = api.CodeBusy
 	codeLengthRequired      = api.CodeLengthRequired
+	// Issue K: identities, API keys, sessions.
+	codeSessionDeviceMismatch = api.CodeSessionDeviceMismatch
+	codeSessionNotFound       = api.CodeSessionNotFound
+	codeAPIKeyNotFound        = api.CodeAPIKeyNotFound
+	codeLastAdminKey          = api.CodeLastAdminKey
+	codeDeviceRevoked         = api.CodeDeviceRevoked
 )
 
 // apiError is an error answer, sent as api.Error.

@@ -232,14 +232,20 @@ func (s *Server) postInstruction(w http.ResponseWriter, r *http.Request) {
 }
 
 // dispatchHTTP dispatches for the request's caller; when it cannot, it
-// answers the refusal (404, 400, 503) and returns nil. release is
-// dispatch's contentDone.
+// answers the refusal (404, 409 session.device_mismatch, 400, 503) and
+// returns nil. release is dispatch's contentDone.
 func (s *Server) dispatchHTTP(w http.ResponseWriter, r *http.Request, deviceID string, in Instruction, release func()) *Call {
 	call, err := s.dispatch(r.Context(), deviceID, callerOf(r.Context()).ID, in, release)
-	var invalid *InvalidInstructionError
+	var (
+		invalid  *InvalidInstructionError
+		mismatch *SessionMismatchError
+	)
 	switch {
 	case errors.Is(err, ErrUnknownDevice):
 		writeError(w, deviceNotFound(deviceID))
+		return nil
+	case errors.As(err, &mismatch):
+		writeError(w, errorf(http.StatusConflict, codeSessionDeviceMismatch, "%s", mismatch.Error()))
 		return nil
 	case errors.As(err, &invalid):
 		writeError(w, errorf(http.StatusBadRequest, codeFieldInvalid, "%s", invalid.Detail))

@@ -78,6 +78,13 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/devices/{id}/instructions", s.laneOnly(s.authenticated(s.postInstruction)))
 	s.mux.HandleFunc("POST /v1/devices/{id}/writes", s.laneOnly(s.authenticated(s.postWrite)))
 	s.mux.HandleFunc("POST /v1/instructions/{id}/cancel", s.laneOnly(s.authenticated(s.cancelInstruction)))
+	s.mux.HandleFunc("POST /v1/identities", s.laneOnly(s.authenticated(s.adminOnly(s.createIdentity))))
+	s.mux.HandleFunc("GET /v1/identities", s.laneOnly(s.authenticated(s.adminOnly(s.listIdentities))))
+	s.mux.HandleFunc("POST /v1/api-keys", s.laneOnly(s.authenticated(s.createAPIKey)))
+	s.mux.HandleFunc("GET /v1/api-keys", s.laneOnly(s.authenticated(s.listAPIKeys)))
+	s.mux.HandleFunc("DELETE /v1/api-keys/{keyId}", s.laneOnly(s.authenticated(s.revokeAPIKey)))
+	s.mux.HandleFunc("GET /v1/sessions/{rootSessionId}", s.laneOnly(s.authenticated(s.getSession)))
+	s.mux.HandleFunc("POST /v1/sessions/{rootSessionId}/rebind", s.laneOnly(s.authenticated(s.rebindSession)))
 	s.mux.HandleFunc("GET "+cfg.WSPath, s.laneOnly(s.serveWebSocket))
 	s.mux.HandleFunc(MCPPath, s.laneOnly(s.mcpHandler()))
 	return s, nil

@@ -16,6 +16,7 @@ const (
 	Device      = "dev_"
 	Instruction = "ins_"
 	Identity    = "idn_"
+	APIKey      = "key_"
 	Replica     = "rep_" // one lane server process
 	Session     = "ses_" // a root session an MCP connection opens (§9)
 )

@@ -21,12 +21,40 @@ import (
 
 // Store is the lane's registry. All methods are safe for concurrent use.
 type Store interface {
-	// CreateIdentity adds an identity (a user of the lane).
+	// CreateIdentity adds an identity (a user of the lane), not an admin.
 	CreateIdentity(ctx context.Context, name string) (Identity, error)
+	// CreateAdminIdentity adds an identity marked as the lane's admin.
+	CreateAdminIdentity(ctx context.Context, name string) (Identity, error)
+	// ListIdentities returns every identity, oldest first.
+	ListIdentities(ctx context.Context) ([]Identity, error)
 	// CreateAPIKey stores the digest of a new API key for an identity.
-	CreateAPIKey(ctx context.Context, identityID string, digest Digest) error
-	// IdentityByAPIKey finds the identity owning a key; ErrNotFound if none.
+	CreateAPIKey(ctx context.Context, identityID string, digest Digest) (APIKey, error)
+	// IdentityByAPIKey finds the identity owning a key that is not revoked;
+	// ErrNotFound if none (a revoked key is refused at once). It records
+	// the key's use at most once a minute (LastUsedAtGranularity), so that
+	// authenticating is not a registry write per request.
 	IdentityByAPIKey(ctx context.Context, digest Digest) (Identity, error)
+	// ListAPIKeys returns an identity's keys that are not revoked, oldest
+	// first.
+	ListAPIKeys(ctx context.Context, identityID string) ([]APIKey, error)
+	// RevokeAPIKey revokes a key of ownerID ("" for any identity's: the
+	// admin's right); a second revoke is a no-op. ErrNotFound if there is
+	// no such key of that owner; ErrLastAdminKey if it is the admin's last
+	// key that is not revoked (the lane is never left without an admin key).
+	RevokeAPIKey(ctx context.Context, ownerID, keyID string) (APIKey, error)
+
+	// BindSession binds a root session of an owner to a device unless it is
+	// bound already, and returns the binding that holds: the new one, or
+	// the one found, which may name another device (§9). Concurrent first
+	// binds have exactly one winner, decided by the database.
+	BindSession(ctx context.Context, ownerID, rootSessionID, deviceID string) (Session, error)
+	// RebindSession binds a root session of an owner to a device, replacing
+	// any binding (§9's explicit rebind); bound to the same device it is a
+	// no-op.
+	RebindSession(ctx context.Context, ownerID, rootSessionID, deviceID string) (Session, error)
+	// Session returns an owner's binding of a root session; ErrNotFound
+	// when unbound.
+	Session(ctx context.Context, ownerID, rootSessionID string) (Session, error)
 
 	// CreateEnrollToken stores the digest of a new one-shot enrollment token
 	// issued to identityID, expiring ttl after the database's now.
@@ -89,6 +117,30 @@ type Identity struct {
 	ID        string // idn_<ULID>
 	Name      string
 	CreatedAt time.Time
+	// Admin marks the lane's admin: it may create and list identities and
+	// revoke any identity's API key.
+	Admin bool
+}
+
+// APIKey is the stored side of an API key: never its text.
+type APIKey struct {
+	ID         string // key_<ULID>
+	IdentityID string
+	CreatedAt  time.Time
+	LastUsedAt *time.Time // nil before its first use; at most a minute stale
+	RevokedAt  *time.Time // nil while not revoked
+}
+
+// LastUsedAtGranularity is how stale APIKey.LastUsedAt may be: a key's use
+// is written at most once per this interval.
+const LastUsedAtGranularity = time.Minute
+
+// Session is a root session's binding to a device (§9), per owner.
+type Session struct {
+	OwnerID       string
+	RootSessionID string
+	DeviceID      string
+	BoundAt       time.Time
 }
 
 // EnrollToken is the stored side of an enrollment token: never its text.
@@ -184,6 +236,8 @@ var (
 	ErrLeaseHeld = errors.New("store: the connection lease is held by another connection")
 	ErrLeaseLost = errors.New("store: the connection lease is no longer held")
 	ErrRevoked   = errors.New("store: the device is revoked")
+	// ErrLastAdminKey refuses revoking the admin's last API key.
+	ErrLastAdminKey = errors.New("store: this is the admin's last API key")
 )
 
 // EnrollRefusal is why a registration was refused. On the wire all four are

@@ -277,7 +277,7 @@ func ensureAdmin(ctx context.Context, st store.Store, dir, public string, log *s
 		log.Info("admin identity exists", "identity", rows[0].IdentityID, "key_file", keyPath)
 		return nil
 	}
-	idn, key, err := lane.CreateIdentity(ctx, st, "admin")
+	idn, key, err := lane.CreateAdminIdentity(ctx, st, "admin")
 	if err != nil {
 		return err
 	}

@@ -101,3 +101,22 @@ func TestOpenNamesTheServerItCannotReach(t *testing.T) {
 		t.Fatalf("err = %v, want a connection error naming 127.0.0.1:1", err)
 	}
 }
+
+func TestUpgradeFromVersion3(t *testing.T) {
+	storetest.UpgradeFromVersion3(t, os.DirFS("migrations"), postgres.Dialect, func(t *testing.T) storetest.Legacy {
+		_, u := openSchema(t)
+		raw, err := sql.Open("pgx", u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { raw.Close() })
+		return storetest.Legacy{Raw: raw, Open: func(t *testing.T) storetest.Backend {
+			s, err := postgres.Open(t.Context(), u)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}}
+	})
+}

@@ -2,6 +2,7 @@ package sqlite_test
 
 import (
 	"bytes"
+	"database/sql"
 	"os"
 	"path/filepath"
 	"testing"
@@ -86,4 +87,23 @@ func TestDatabaseFileNeverHoldsAPlaintextToken(t *testing.T) {
 			t.Errorf("%s contains the token in plaintext", e.Name())
 		}
 	}
+}
+
+func TestUpgradeFromVersion3(t *testing.T) {
+	storetest.UpgradeFromVersion3(t, os.DirFS("migrations"), sqlite.Dialect, func(t *testing.T) storetest.Legacy {
+		dir := t.TempDir()
+		raw, err := sql.Open("sqlite", "file:"+filepath.Join(dir, sqlite.FileName)+"?_pragma=foreign_keys(1)")
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { raw.Close() })
+		return storetest.Legacy{Raw: raw, Open: func(t *testing.T) storetest.Backend {
+			s, err := sqlite.Open(t.Context(), dir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { s.Close() })
+			return s
+		}}
+	})
 }

@@ -11,38 +11,6 @@ import (
 	"github.com/sema-agent/sema/lane/store"
 )
 
-// CreateIdentity adds an identity.
-func (s *Store) CreateIdentity(ctx context.Context, name string) (store.Identity, error) {
-	id := ids.New(ids.Identity)
-	var created int64
-	err := s.db.QueryRowContext(ctx, s.sql(`INSERT INTO identities (id, name, created_ms) VALUES (?, ?, NOW) RETURNING created_ms`), id, name).Scan(&created)
-	if err != nil {
-		return store.Identity{}, s.wrap("create identity", err)
-	}
-	return store.Identity{ID: id, Name: name, CreatedAt: msTime(created)}, nil
-}
-
-// CreateAPIKey stores the digest of an API key.
-func (s *Store) CreateAPIKey(ctx context.Context, identityID string, digest store.Digest) error {
-	_, err := s.db.ExecContext(ctx, s.sql(`INSERT INTO api_keys (digest, identity_id, created_ms) VALUES (?, ?, NOW)`), digest[:], identityID)
-	return s.wrap("create api key", err)
-}
-
-// IdentityByAPIKey finds the identity owning a key.
-func (s *Store) IdentityByAPIKey(ctx context.Context, digest store.Digest) (store.Identity, error) {
-	var idn store.Identity
-	var created int64
-	err := s.reads.QueryRowContext(ctx, s.sql(`SELECT i.id, i.name, i.created_ms FROM api_keys k JOIN identities i ON i.id = k.identity_id WHERE k.digest = ?`), digest[:]).Scan(&idn.ID, &idn.Name, &created)
-	if errors.Is(err, sql.ErrNoRows) {
-		return idn, store.ErrNotFound
-	}
-	if err != nil {
-		return idn, s.wrap("identity by api key", err)
-	}
-	idn.CreatedAt = msTime(created)
-	return idn, nil
-}
-
 // CreateEnrollToken stores a token digest expiring ttl after the database's now.
 func (s *Store) CreateEnrollToken(ctx context.Context, identityID string, digest store.Digest, ttl time.Duration) (store.EnrollToken, error) {
 	var expires int64
@@ -146,16 +114,7 @@ func (s *Store) ListDevices(ctx context.Context, ownerID string) ([]store.Device
 	if err != nil {
 		return nil, s.wrap("list devices", err)
 	}
-	defer rows.Close()
-	out := []store.Device{}
-	for rows.Next() {
-		d, err := scanDevice(rows)
-		if err != nil {
-			return nil, s.wrap("list devices", err)
-		}
-		out = append(out, d)
-	}
-	return out, s.wrap("list devices", rows.Err())
+	return collect(rows, scanDevice, s.wrapper("list devices"))
 }
 
 // RevokeDevice revokes an owner's device, terminally, and drops its lease.

@@ -45,6 +45,9 @@ type Store struct {
 	// dispatch, and parsing the statement was most of that read's cost
 	// (SQLite: ~90 of ~150 µs).
 	deviceByID *sql.Stmt
+	// sessionByID is prepared for the same reason: every dispatch that
+	// carries a rootSessionId reads its binding (§9).
+	sessionByID *sql.Stmt
 }
 
 // New wraps an open database after applying the migrations in fsys (files
@@ -63,6 +66,10 @@ func New(ctx context.Context, db, reads *sql.DB, d Dialect, fsys embed.FS) (*Sto
 	var err error
 	if s.deviceByID, err = reads.PrepareContext(ctx, s.sql(`SELECT `+deviceColumns+` FROM devices WHERE id = ?`)); err != nil {
 		return nil, s.wrap("prepare the device read", err)
+	}
+	if s.sessionByID, err = reads.PrepareContext(ctx, s.sql(sessionRead)); err != nil {
+		s.deviceByID.Close()
+		return nil, s.wrap("prepare the session read", err)
 	}
 	return s, nil
 }
@@ -103,6 +110,7 @@ func (s *Store) Ping(ctx context.Context) error {
 // Close releases the database.
 func (s *Store) Close() error {
 	s.deviceByID.Close()
+	s.sessionByID.Close()
 	if s.reads != s.db {
 		s.reads.Close()
 	}

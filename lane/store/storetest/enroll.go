@@ -17,7 +17,7 @@ import (
 func testIdentityByAPIKey(t *testing.T, s Backend) {
 	alice := newIdentity(t, s, "alice")
 	key := "sema_" + rand.Text()
-	if err := s.CreateAPIKey(ctx(t), alice.ID, store.DigestOf(key)); err != nil {
+	if _, err := s.CreateAPIKey(ctx(t), alice.ID, store.DigestOf(key)); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.IdentityByAPIKey(ctx(t), store.DigestOf(key))
@@ -34,7 +34,7 @@ func testSecretsAreNeverStoredInPlaintext(t *testing.T, s Backend) {
 	alice := newIdentity(t, s, "alice")
 	apiKey := "sema_" + rand.Text()
 	token := "set_" + rand.Text()
-	if err := s.CreateAPIKey(ctx(t), alice.ID, store.DigestOf(apiKey)); err != nil {
+	if _, err := s.CreateAPIKey(ctx(t), alice.ID, store.DigestOf(apiKey)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.CreateEnrollToken(ctx(t), alice.ID, store.DigestOf(token), time.Minute); err != nil {
@@ -44,7 +44,7 @@ func testSecretsAreNeverStoredInPlaintext(t *testing.T, s Backend) {
 		t.Fatal(err)
 	}
 	s.Audit(ctx(t), store.AuditEvent{IdentityID: alice.ID, Event: "test"})
-	for _, table := range []string{"identities", "api_keys", "enroll_tokens", "devices", "audit"} {
+	for _, table := range []string{"identities", "api_keys", "enroll_tokens", "devices", "audit", "sessions"} {
 		rows, err := s.DB().QueryContext(ctx(t), "SELECT * FROM "+table)
 		if err != nil {
 			t.Fatal(err)

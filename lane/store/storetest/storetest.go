@@ -48,6 +48,15 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"AuditRowsCarryTheRemoteAddressAndACount", testAuditRemoteAndCount},
 		{"AuditWrites15000RowsInOneCall", testAuditBatch},
 		{"PruneAuditByTheDatabaseClock", testPruneAudit},
+		{"AdminIsAMarkOnAnIdentity", testAdminIsAMarkOnAnIdentity},
+		{"APIKeysHaveIDsAndAreListedPerIdentity", testAPIKeysHaveIDsAndAreListedPerIdentity},
+		{"ARevokedKeyIsRefusedAtOnce", testARevokedKeyIsRefusedAtOnce},
+		{"TheAdminsLastKeyIsNeverRevoked", testTheAdminsLastKeyIsNeverRevoked},
+		{"KeyUseIsRecordedAtMostOnceAMinute", testKeyUseIsRecordedAtMostOnceAMinute},
+		{"SessionFirstBindWins", testFirstBindWins},
+		{"SessionsBelongToTheirOwner", testSessionsBelongToTheirOwner},
+		{"SessionConcurrentFirstBindsOneWinner", testConcurrentFirstBindsOneWinner},
+		{"SessionRebindReplacesTheBinding", testRebindReplacesTheBinding},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open(t)) })

@@ -1,0 +1,237 @@
+package lane
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/lane/store"
+)
+
+// admin creates the lane's admin identity and returns its API key.
+func (l *testLane) admin() (store.Identity, string) {
+	l.t.Helper()
+	idn, key, err := CreateAdminIdentity(l.t.Context(), l.store, "admin")
+	if err != nil {
+		l.t.Fatal(err)
+	}
+	return idn, key
+}
+
+// decode decodes a 200 answer into T, pinning its shape to the api type
+// (no field more, none less).
+func decode[T any](t *testing.T, r response) T {
+	t.Helper()
+	if r.status != 200 {
+		t.Fatalf("status %d: %s", r.status, r.body)
+	}
+	return pinShape[T](t, "answer", r.body)
+}
+
+// createIdentityHTTP is POST /v1/identities as the admin.
+func (l *testLane) createIdentityHTTP(t *testing.T, adminKey, name string) api.CreateIdentityResponse {
+	t.Helper()
+	return decode[api.CreateIdentityResponse](t, l.do("POST", "/v1/identities", adminKey, `{"name":"`+name+`"}`))
+}
+
+// Issue K: POST /v1/identities {"name"} → {"identityId","name","apiKey"};
+// the key works at once, and GET /v1/identities lists every identity
+// without a key.
+func TestCreateIdentityAnswersItsKeyOnce(t *testing.T) {
+	l := newTestLane(t)
+	admin, adminKey := l.admin()
+	bob := l.createIdentityHTTP(t, adminKey, "bob")
+	if !strings.HasPrefix(bob.IdentityID, "idn_") || bob.Name != "bob" || !strings.HasPrefix(bob.APIKey, "sema_") {
+		t.Fatalf("created %+v", bob)
+	}
+	if r := l.do("GET", "/v1/devices", bob.APIKey, ""); r.status != 200 {
+		t.Fatalf("bob's new key: %d %s", r.status, r.body)
+	}
+	r := l.do("GET", "/v1/identities", adminKey, "")
+	list := decode[api.IdentityList](t, r)
+	want := []api.Identity{
+		{IdentityID: admin.ID, Name: "admin", Admin: true},
+		{IdentityID: bob.IdentityID, Name: "bob"},
+	}
+	if len(list.Identities) != len(want) {
+		t.Fatalf("identities %s, want admin and bob", r.body)
+	}
+	for i, w := range want {
+		got := list.Identities[i]
+		if got.IdentityID != w.IdentityID || got.Name != w.Name || got.Admin != w.Admin || got.CreatedAt == "" {
+			t.Errorf("identity %d = %+v, want %+v", i, got, w)
+		}
+	}
+	if bytes.Contains(r.body, []byte(bob.APIKey)) || bytes.Contains(r.body, []byte(`"apiKey"`)) {
+		t.Errorf("the identity list carries a key: %s", r.body)
+	}
+}
+
+// Issue K: the identity endpoints are the admin identity's only; others
+// get 403 auth.forbidden, and a lane with no admin refuses everyone.
+func TestIdentityEndpointsAreTheAdminsOnly(t *testing.T) {
+	l := newTestLane(t)
+	_, userKey := l.user("embedder-user") // CreateIdentity: never an admin
+	for _, c := range []struct{ method, body string }{{"POST", `{"name":"eve"}`}, {"GET", ""}} {
+		wantError(t, l.do(c.method, "/v1/identities", userKey, c.body), 403, "auth.forbidden", "admin")
+	}
+	_, adminKey := l.admin()
+	bob := l.createIdentityHTTP(t, adminKey, "bob")
+	for _, c := range []struct{ method, body string }{{"POST", `{"name":"eve"}`}, {"GET", ""}} {
+		wantError(t, l.do(c.method, "/v1/identities", bob.APIKey, c.body), 403, "auth.forbidden", "admin")
+	}
+	wantError(t, l.do("GET", "/v1/identities", "", ""), 403, "auth.forbidden", "Bearer")
+}
+
+// Issue K: the body of POST /v1/identities is closed; errors name the key.
+func TestCreateIdentityBodyIsClosed(t *testing.T) {
+	l := newTestLane(t)
+	_, adminKey := l.admin()
+	for _, c := range []struct {
+		name, body, code, mentions string
+	}{
+		{"missing name", `{}`, "request.body_shape", `"name"`},
+		{"unknown key", `{"name":"x","admin":"true"}`, "request.body_shape", `"admin"`},
+		{"not a string", `{"name":7}`, "request.field_invalid", "name"},
+		{"empty", `{"name":""}`, "request.field_invalid", "name"},
+		{"control character", `{"name":"a\nb"}`, "request.field_invalid", "name"},
+		{"too long", `{"name":"` + strings.Repeat("n", 256) + `"}`, "request.field_invalid", "255"},
+		{"not JSON", `{`, "request.invalid_json", "JSON"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			wantError(t, l.do("POST", "/v1/identities", adminKey, c.body), 400, c.code, c.mentions)
+		})
+	}
+}
+
+// Issue K: POST /v1/api-keys → {"keyId","apiKey"} for the caller; GET
+// lists the caller's keys with createdAt and lastUsedAt, never a key.
+func TestAPIKeysAreCreatedAndListedForTheCaller(t *testing.T) {
+	l := newTestLane(t)
+	_, adminKey := l.admin()
+	bob := l.createIdentityHTTP(t, adminKey, "bob")
+	second := decode[api.CreateAPIKeyResponse](t, l.do("POST", "/v1/api-keys", bob.APIKey, ""))
+	if !strings.HasPrefix(second.KeyID, "key_") || !strings.HasPrefix(second.APIKey, "sema_") || second.APIKey == bob.APIKey {
+		t.Fatalf("created %+v", second)
+	}
+	wantError(t, l.do("POST", "/v1/api-keys", bob.APIKey, `{"identityId":"x"}`), 400, "request.body_shape", `"identityId"`)
+	r := l.do("GET", "/v1/api-keys", second.APIKey, "")
+	list := decode[api.APIKeyList](t, r)
+	if len(list.APIKeys) != 2 || list.APIKeys[1].KeyID != second.KeyID {
+		t.Fatalf("bob's keys %s, want two, the new one last", r.body)
+	}
+	for _, k := range list.APIKeys {
+		// Both keys have been used (the first made the list call's
+		// predecessors, the second this one).
+		if k.CreatedAt == "" || k.LastUsedAt == "" || k.RevokedAt != "" {
+			t.Errorf("key %+v: want createdAt and lastUsedAt", k)
+		}
+	}
+	if bytes.Contains(r.body, []byte(bob.APIKey)) || bytes.Contains(r.body, []byte(second.APIKey)) || bytes.Contains(r.body, []byte(`"apiKey"`)) {
+		t.Errorf("the key list carries a key: %s", r.body)
+	}
+	if admins := decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", adminKey, "")); len(admins.APIKeys) != 1 {
+		t.Errorf("the admin sees %d keys, want only its own one", len(admins.APIKeys))
+	}
+}
+
+// Issue K: "a revoked key is refused at once".
+func TestARevokedKeyIsRefusedAtOnce(t *testing.T) {
+	l := newTestLane(t)
+	_, adminKey := l.admin()
+	bob := l.createIdentityHTTP(t, adminKey, "bob")
+	second := decode[api.CreateAPIKeyResponse](t, l.do("POST", "/v1/api-keys", bob.APIKey, ""))
+	revoked := decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+second.KeyID, bob.APIKey, ""))
+	if revoked.KeyID != second.KeyID || revoked.RevokedAt == "" {
+		t.Fatalf("revoke answered %+v", revoked)
+	}
+	wantError(t, l.do("GET", "/v1/devices", second.APIKey, ""), 403, "auth.forbidden", "not valid")
+	if list := decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", bob.APIKey, "")); len(list.APIKeys) != 1 || list.APIKeys[0].KeyID == second.KeyID {
+		t.Fatalf("bob's keys after the revoke: %+v", list.APIKeys)
+	}
+	// A second revoke is a no-op.
+	if again := decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+second.KeyID, bob.APIKey, "")); again.RevokedAt != revoked.RevokedAt {
+		t.Fatalf("a second revoke answered %+v, want %+v", again, revoked)
+	}
+	// A non-admin may revoke its last key (and is then locked out).
+	keys := decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", bob.APIKey, ""))
+	decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+keys.APIKeys[0].KeyID, bob.APIKey, ""))
+	wantError(t, l.do("GET", "/v1/devices", bob.APIKey, ""), 403, "auth.forbidden", "not valid")
+}
+
+// Issue K: DELETE of another identity's key is 404 (not disclosed); the
+// admin may revoke any identity's key.
+func TestRevokingAnotherIdentitysKey(t *testing.T) {
+	l := newTestLane(t)
+	_, adminKey := l.admin()
+	bob, carol := l.createIdentityHTTP(t, adminKey, "bob"), l.createIdentityHTTP(t, adminKey, "carol")
+	bobKeys := decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", bob.APIKey, ""))
+	keyID := bobKeys.APIKeys[0].KeyID
+	unknown := l.do("DELETE", "/v1/api-keys/key_01J8ZQ4T9X0000000000000000", carol.APIKey, "")
+	others := l.do("DELETE", "/v1/api-keys/"+keyID, carol.APIKey, "")
+	wantError(t, others, 404, "api_key.not_found", keyID)
+	wantError(t, unknown, 404, "api_key.not_found", "key_01J8ZQ4T9X0000000000000000")
+	if r := l.do("GET", "/v1/devices", bob.APIKey, ""); r.status != 200 {
+		t.Fatalf("bob's key after carol's attempt: %d", r.status)
+	}
+	decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+keyID, adminKey, ""))
+	wantError(t, l.do("GET", "/v1/devices", bob.APIKey, ""), 403, "auth.forbidden", "not valid")
+}
+
+// Issue K: revoking the admin's last key is refused with 409, so the lane
+// is never without an admin key; with a second key it passes.
+func TestTheAdminsLastKeyIsRefused(t *testing.T) {
+	l := newTestLane(t)
+	_, adminKey := l.admin()
+	only := decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", adminKey, "")).APIKeys[0].KeyID
+	wantError(t, l.do("DELETE", "/v1/api-keys/"+only, adminKey, ""), 409, "api_key.last_admin_key", only)
+	if r := l.do("GET", "/v1/identities", adminKey, ""); r.status != 200 {
+		t.Fatalf("the admin's key after the refusal: %d", r.status)
+	}
+	second := decode[api.CreateAPIKeyResponse](t, l.do("POST", "/v1/api-keys", adminKey, ""))
+	decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+only, second.APIKey, ""))
+	wantError(t, l.do("GET", "/v1/identities", adminKey, ""), 403, "auth.forbidden", "not valid")
+}
+
+// Issue K: "every identity still sees only its own devices and
+// instructions", also for identities created over HTTP.
+func TestAnIdentitySeesOnlyItsOwnDevicesAndInstructions(t *testing.T) {
+	l := newTestLane(t)
+	_, adminKey := l.admin()
+	bob := l.createIdentityHTTP(t, adminKey, "bob")
+	tok := l.issueToken(bob.APIKey)
+	dev := decode[api.EnrollResponse](t, l.do("POST", "/v1/devices/enroll", bob.APIKey, enrollBody(tok, newPubkey(t))))
+	if list := decode[api.DeviceList](t, l.do("GET", "/v1/devices", adminKey, "")); len(list.Devices) != 0 {
+		t.Fatalf("the admin sees bob's devices: %+v", list.Devices)
+	}
+	if list := decode[api.DeviceList](t, l.do("GET", "/v1/devices", bob.APIKey, "")); len(list.Devices) != 1 || list.Devices[0].DeviceID != dev.DeviceID {
+		t.Fatalf("bob's devices: %+v", list.Devices)
+	}
+	body := `{"kind":"exec","args":{"command":"true"},"timeoutMs":1000}`
+	wantError(t, l.do("POST", "/v1/devices/"+dev.DeviceID+"/instructions", adminKey, body), 404, "device.not_found", dev.DeviceID)
+	wantError(t, l.do("POST", "/v1/devices/"+dev.DeviceID+"/revoke", adminKey, ""), 404, "device.not_found", dev.DeviceID)
+}
+
+// §1.1's row "token was issued to a different caller identity", end to
+// end through the API: a second identity created over HTTP enrolling with
+// the admin's token gets the byte-identical 403, audited
+// token_wrong_identity.
+func TestEnrollWithATokenIssuedToAnotherIdentity(t *testing.T) {
+	l := newTestLane(t)
+	_, adminKey := l.admin()
+	bob := l.createIdentityHTTP(t, adminKey, "bob")
+	adminsToken := l.issueToken(adminKey)
+	r := l.do("POST", "/v1/devices/enroll", bob.APIKey, enrollBody(adminsToken, newPubkey(t)))
+	if r.status != 403 || !bytes.Equal(r.body, enrollmentInvalidBody) {
+		t.Fatalf("bob enrolling with the admin's token: %d %s, want 403 %s", r.status, r.body, enrollmentInvalidBody)
+	}
+	rows := l.auditRows(store.AuditFilter{Event: eventEnrollRefused})
+	if len(rows) != 1 || rows[0].Reason != string(store.RefusedWrongIdentity) || rows[0].IdentityID != bob.IdentityID {
+		t.Fatalf("audit rows %+v, want one token_wrong_identity for bob", rows)
+	}
+	// The token was not consumed: its own identity still enrolls with it.
+	if r := l.do("POST", "/v1/devices/enroll", adminKey, enrollBody(adminsToken, newPubkey(t))); r.status != 200 {
+		t.Fatalf("the admin enrolling with its own token afterwards: %d %s", r.status, r.body)
+	}
+}
