@@ -357,3 +357,28 @@ func TestACallServerWithoutAConnFailsLoudly(t *testing.T) {
 		t.Fatalf("%v %s", res.IsError, text(res))
 	}
 }
+
+// §9: each connection is a root session; the first call binds it to its
+// device and another device is refused with the lane's code, naming the
+// bound device.
+func TestASessionStaysOnItsDevice(t *testing.T) {
+	l := startLiveLane(t)
+	second, secondWS := l.addDevice()
+	for _, f := range faces {
+		t.Run(f.name, func(t *testing.T) {
+			session := "ses_" + f.name
+			if res := call(t, f.connect(l, l.deviceID, session, nil), "run_command", map[string]any{"command": "true"}); res.IsError {
+				t.Fatalf("first call: %s", text(res))
+			}
+			res := call(t, f.connect(l, second, session, nil), "write_file", map[string]any{"path": "x.txt", "content": "no"})
+			var fl mcp.Failure
+			structured(t, res, &fl)
+			if !res.IsError || fl.ErrorCode != "session.device_mismatch" || !strings.Contains(fl.Message, l.deviceID) {
+				t.Fatalf("second device: %s", text(res))
+			}
+			if _, err := os.Stat(filepath.Join(secondWS, "x.txt")); !os.IsNotExist(err) {
+				t.Fatal("the refused write happened")
+			}
+		})
+	}
+}

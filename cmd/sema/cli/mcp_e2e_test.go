@@ -13,15 +13,21 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sema-agent/sema/cmd/sema/cli"
 	"github.com/sema-agent/sema/mcp"
 )
 
 // mcpStdio starts a real `sema mcp` with args, as an MCP client on the same
 // machine would, and connects the Go SDK's client to it over its stdio.
 func mcpStdio(t *testing.T, s *laneServer, args ...string) (*sdk.ClientSession, *syncBuffer) {
+	return mcpStdioEnv(t, s, nil, args...)
+}
+
+// mcpStdioEnv is mcpStdio with more environment (a later entry wins).
+func mcpStdioEnv(t *testing.T, s *laneServer, env []string, args ...string) (*sdk.ClientSession, *syncBuffer) {
 	t.Helper()
 	cmd := exec.Command(semaBin, append([]string{"mcp"}, args...)...)
-	cmd.Env = append(os.Environ(), s.env(t)...)
+	cmd.Env = append(append(os.Environ(), s.env(t)...), env...)
 	stderr := &syncBuffer{}
 	cmd.Stderr = stderr
 	c := sdk.NewClient(&sdk.Implementation{Name: "e2e", Version: "v0"}, nil)
@@ -184,4 +190,76 @@ func TestMCPApprovalDenialSaysItWasDeniedOnTheDevice(t *testing.T) {
 	if _, err := os.Stat(marker); !os.IsNotExist(err) {
 		t.Fatal("a denied command ran")
 	}
+}
+
+// An API key of its own drives both faces; revoked, it is refused at once
+// by both: the stdio server's next call and the next HTTP request.
+func TestMCPRefusesARevokedKeyAtOnce(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	enrollAndServe(t, s, t.TempDir())
+	out, errOut, code := s.sema(t, nil, "apikey", "create", "--json")
+	var k struct{ KeyID, APIKey string }
+	if err := json.Unmarshal([]byte(out), &k); code != 0 || err != nil || k.APIKey == "" {
+		t.Fatalf("apikey create: exit %d %v: %s %s", code, err, out, errOut)
+	}
+	stdio, _ := mcpStdioEnv(t, s, []string{cli.EnvAPIKey + "=" + k.APIKey})
+	web, err := mcpHTTP(t, s, k.APIKey, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cs := range map[string]*sdk.ClientSession{"stdio": stdio, "http": web} {
+		if res := callTool(t, cs, "run_command", map[string]any{"command": "true"}, nil); res.IsError {
+			t.Fatalf("%s with the new key: %s", name, toolText(res))
+		}
+	}
+	if _, errOut, code := s.sema(t, nil, "apikey", "revoke", k.KeyID); code != 0 {
+		t.Fatalf("apikey revoke: exit %d: %s", code, errOut)
+	}
+	var f mcp.Failure
+	if res := callTool(t, stdio, "run_command", map[string]any{"command": "true"}, &f); !res.IsError || f.ErrorCode != "auth.forbidden" {
+		t.Fatalf("stdio after the revoke: %s", toolText(res))
+	}
+	if _, err := web.CallTool(ctx(t), &sdk.CallToolParams{Name: "run_command", Arguments: map[string]any{"command": "true"}}); err == nil {
+		t.Fatal("/v1/mcp answered a call with a revoked key")
+	}
+	if _, err := mcpHTTP(t, s, k.APIKey, ""); err == nil {
+		t.Fatal("/v1/mcp let a revoked key connect")
+	}
+}
+
+// §9 through MCP: a session bound to one device by its first call refuses
+// another device, on both faces, and nothing runs there.
+func TestMCPSessionRefusesASecondDevice(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	wsA, wsB := t.TempDir(), t.TempDir()
+	_, devA, _ := enrollAndServe(t, s, wsA)
+	_, devB, _ := enrollAndServe(t, s, wsB)
+	first, _ := mcpStdio(t, s, "--device", devA, "--session", "ses_shared")
+	if res := callTool(t, first, "run_command", map[string]any{"command": "true"}, nil); res.IsError {
+		t.Fatalf("the first call: %s", toolText(res))
+	}
+	other, _ := mcpStdio(t, s, "--device", devB, "--session", "ses_shared")
+	web, err := mcpHTTP(t, s, s.key, "?device="+devB+"&session=ses_shared")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, cs := range map[string]*sdk.ClientSession{"stdio": other, "http": web} {
+		var f mcp.Failure
+		res := callTool(t, cs, "run_command", map[string]any{"command": "touch ran-" + name}, &f)
+		if !res.IsError || f.ErrorCode != "session.device_mismatch" || !strings.Contains(f.Message, devA) {
+			t.Fatalf("%s: %s", name, toolText(res))
+		}
+		if _, err := os.Stat(filepath.Join(wsB, "ran-"+name)); !os.IsNotExist(err) {
+			t.Fatalf("%s: the refused command ran on the second device", name)
+		}
+	}
+	// A session of its own on the second device works.
+	if res := callTool(t, mcpStdioOnly(t, s, devB), "run_command", map[string]any{"command": "true"}, nil); res.IsError {
+		t.Fatalf("a new session on the second device: %s", toolText(res))
+	}
+}
+
+func mcpStdioOnly(t *testing.T, s *laneServer, device string) *sdk.ClientSession {
+	cs, _ := mcpStdio(t, s, "--device", device)
+	return cs
 }
