@@ -181,7 +181,7 @@ func TestCapabilities(t *testing.T) {
 		t.Fatalf("capabilities: %d %s %v", r.status, r.body, err)
 	}
 	de := got.DeviceExecutor
-	if !de.Enabled || de.ProtocolVersion != 1 || de.MaxInflightPerDevice != 4 || de.WSPath != "/v1/device/ws" || de.Management["enroll"] != "/v1/devices/enroll" || de.Management["mcp"] != "/v1/mcp" {
+	if !de.Enabled || de.ProtocolVersion != 1 || de.MaxInflightPerDevice != 4 || de.WSPath != "/v1/device/ws" || de.Management["enroll"] != "/v1/devices/enroll" || de.Management["mcp"] != "/v1/mcp" || de.Management["sessions"] != "/v1/sessions" || de.Management["apiKeys"] != "/v1/api-keys" {
 		t.Fatalf("capabilities = %s", r.body)
 	}
 	off := newTestLane(t, func(c *Config) { c.Disabled = true })

@@ -108,6 +108,9 @@ type managementPaths struct {
 	Enroll       string `json:"enroll"`
 	Devices      string `json:"devices"`
 	MCP          string `json:"mcp"`
+	Identities   string `json:"identities"`
+	APIKeys      string `json:"apiKeys"`
+	Sessions     string `json:"sessions"`
 }
 
 func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
@@ -125,6 +128,9 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 			Enroll:       "/v1/devices/enroll",
 			Devices:      "/v1/devices",
 			MCP:          MCPPath,
+			Identities:   "/v1/identities",
+			APIKeys:      "/v1/api-keys",
+			Sessions:     "/v1/sessions",
 		},
 	}})
 }

@@ -136,7 +136,7 @@ func (q *quickstart) start(ws string) error {
 			return "", err
 		}
 		q.onClose(func() { st.Close() })
-		if _, apiKey, err = lane.CreateIdentity(ctx, st, "quickstart"); err != nil {
+		if _, apiKey, err = lane.CreateAdminIdentity(ctx, st, "quickstart"); err != nil {
 			return "", err
 		}
 		if srv, err = lane.New(lane.Config{Store: st, Logger: q.log}); err != nil {
