@@ -29,18 +29,3 @@ func TestMain(m *testing.M) {
 	}
 	os.Exit(code)
 }
-
-// TestBackendsAreDistinct: on Linux the suite really runs twice, once on
-// each backend; a portable backend that were the native one again would
-// test nothing new.
-func TestBackendsAreDistinct(t *testing.T) {
-	n, p := nativeBackend(), portableBackend()
-	if _, linux := n.(linuxFS); linux {
-		if _, ok := p.(portableFS); !ok {
-			t.Fatalf("on Linux the portable backend is a %T, not portableFS", p)
-		}
-	}
-	if fsys.name() != n.name() && fsys.name() != p.name() {
-		t.Fatalf("the suite runs on %q, which is neither backend", fsys.name())
-	}
-}
