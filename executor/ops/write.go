@@ -15,15 +15,15 @@ import (
 
 // The write family (§3.4). writeFile and writeFileExclusive assemble the
 // payload in a staging file in the target's real directory, verify length
-// and digest, fsync, and then make it the target in one rename:
+// and digest, fsync (fsys.sync), and then make it the target in one rename:
 //
 //   - writeFile replaces the target (rename(2)); an existing file's
 //     permission bits (and, where allowed, owner and group) are kept, a new
 //     file gets 0644 minus the umask. A final symlink is followed: the file
 //     written is the one the path really leads to.
 //   - writeFileExclusive creates the target only if its name is free:
-//     renameat2(RENAME_NOREPLACE), or link(2) where the filesystem refuses
-//     that; anything at the name, a symlink included, is already_exists.
+//     fsys.renameNoReplace (renameat2 RENAME_NOREPLACE, renameatx_np
+//     RENAME_EXCL), or link(2) where the filesystem refuses that; anything at the name, a symlink included, is already_exists.
 //   - appendFile verifies the whole payload first, then appends it to the
 //     target (created if absent) with a single write(2) on O_APPEND.
 //
@@ -32,14 +32,14 @@ import (
 
 // guardedAbsent answers writeFileGuarded, which this executor does not
 // implement and does not declare (§3.2: absence is honest, emulation is
-// forbidden). Linux can check a file's identity (fileId), or refuse an
-// existing name (exclusive), but it has no call that replaces a name only if
+// forbidden). Linux and darwin can check a file's identity (fileId), or
+// refuse an existing name (exclusive), but neither has a call that replaces a name only if
 // it still names a given inode, nor one that pins the parent's path while
 // renaming into it: a check followed by rename(2) is exactly the two-step
 // emulation §3.5 forbids. docs/fs-ops.md gives the details.
 func guardedAbsent() protocol.Outcome {
 	return failf(protocol.ErrNotSupported, "writeFileGuarded is not implemented by this executor and not declared in its supports: "+
-		"Linux offers no single step that checks a file's identity and replaces it, and a check followed by a rename would be "+
+		"neither Linux nor darwin offers a single step that checks a file's identity and replaces it, and a check followed by a rename would be "+
 		"the forbidden emulation (§3.2); use writeFile or writeFileExclusive")
 }
 
