@@ -4,8 +4,6 @@ package ops
 
 import (
 	"errors"
-	"os"
-	"strconv"
 	"strings"
 
 	"github.com/sema-agent/sema/protocol"
@@ -73,33 +71,6 @@ func joinPath(dir, name string) string {
 	}
 	return dir + "/" + name
 }
-
-// openParent opens the directory holding p's final name, following
-// symlinks in the parent path, and returns it with the final name and the
-// directory's real path. The caller closes dfd.
-func openParent(p string) (dfd int, name, dreal string, err error) {
-	dir, name := splitPath(p)
-	dfd, hint, err := fsys.openDir(unix.AT_FDCWD, "", dir)
-	if err != nil {
-		return -1, "", "", &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	if dreal, err = fsys.realPath(dfd, hint); err != nil {
-		closeFD(dfd)
-		return -1, "", "", &resolveError{dir, err}
-	}
-	return dfd, name, dreal, nil
-}
-
-// resolveError: a directory was opened but its real path could not be read.
-type resolveError struct {
-	dir string
-	err error
-}
-
-func (e *resolveError) Error() string {
-	return "resolving " + strconv.Quote(e.dir) + ": " + errText(e.err)
-}
-func (e *resolveError) Unwrap() error { return e.err }
 
 // checkAbsent checks a path that could not be opened, so that a failure
 // never tells what lies outside the roots or inside the executor's own

@@ -3,7 +3,6 @@
 package ops
 
 import (
-	"errors"
 	"os"
 	"slices"
 	"unicode/utf8"
@@ -36,14 +35,16 @@ func (op *fileOp) openEntry(verb, p string) (*pathEntry, *protocol.Failure) {
 	if f := badPath(p); f != nil {
 		return nil, f
 	}
-	dfd, name, dreal, err := openParent(p)
-	var re *resolveError
-	if errors.As(err, &re) {
-		f := osFailure("resolve", p, re.err)
+	dir, name := splitPath(p)
+	dfd, hint, err := fsys.openDir(unix.AT_FDCWD, "", dir)
+	if err != nil {
+		f := op.contain.osFail(verb, p, &os.PathError{Op: "open", Path: dir, Err: err})
 		return nil, &f
 	}
+	dreal, err := fsys.realPath(dfd, hint)
 	if err != nil {
-		f := op.contain.osFail(verb, p, err)
+		closeFD(dfd)
+		f := osFailure("resolve", p, err)
 		return nil, &f
 	}
 	e := &pathEntry{dfd: dfd, name: name, real: joinPath(dreal, name)}
