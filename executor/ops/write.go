@@ -22,8 +22,10 @@ import (
 //     file gets 0644 minus the umask. A final symlink is followed: the file
 //     written is the one the path really leads to.
 //   - writeFileExclusive creates the target only if its name is free:
-//     fsys.renameNoReplace (renameat2 RENAME_NOREPLACE, renameatx_np
-//     RENAME_EXCL), or link(2) where the filesystem refuses that; anything at the name, a symlink included, is already_exists.
+//     fsys.renameNoReplace (renameat2 RENAME_NOREPLACE on Linux,
+//     renameatx_np RENAME_EXCL on darwin), or link(2) where the filesystem
+//     refuses that; anything at the name, a symlink included, is
+//     already_exists.
 //   - appendFile verifies the whole payload first, then appends it to the
 //     target (created if absent) with a single write(2) on O_APPEND.
 //
@@ -33,10 +35,10 @@ import (
 // guardedAbsent answers writeFileGuarded, which this executor does not
 // implement and does not declare (§3.2: absence is honest, emulation is
 // forbidden). Linux and darwin can check a file's identity (fileId), or
-// refuse an existing name (exclusive), but neither has a call that replaces a name only if
-// it still names a given inode, nor one that pins the parent's path while
-// renaming into it: a check followed by rename(2) is exactly the two-step
-// emulation §3.5 forbids. docs/fs-ops.md gives the details.
+// refuse an existing name (exclusive), but neither has a call that replaces
+// a name only if it still names a given inode, nor one that pins the
+// parent's path while renaming into it: a check followed by rename(2) is
+// exactly the two-step emulation §3.5 forbids. docs/fs-ops.md gives the details.
 func guardedAbsent() protocol.Outcome {
 	return failf(protocol.ErrNotSupported, "writeFileGuarded is not implemented by this executor and not declared in its supports: "+
 		"neither Linux nor darwin offers a single step that checks a file's identity and replaces it, and a check followed by a rename would be "+
