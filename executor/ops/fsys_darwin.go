@@ -3,6 +3,7 @@ package ops
 import (
 	"bytes"
 	"errors"
+	"runtime"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -64,12 +65,18 @@ func (d darwinFS) realPath(fd int, hint string) (string, error) {
 	return d.portableFS.realPath(fd, hint)
 }
 
-// fdPath is fcntl(F_GETPATH): the kernel's path of an open object.
+// fdPath is fcntl(F_GETPATH): the kernel's path of an open object. It goes
+// through libc's fcntl (unix.FcntlInt), whose variadic third argument the
+// runtime passes as darwin/arm64 wants it; libc's syscall(2) would not. The
+// kernel writes through an address the runtime does not track, so the
+// buffer is pinned: a heap object that neither moves nor is freed meanwhile.
 func fdPath(fd int) (string, error) {
 	buf := make([]byte, unix.PathMax)
-	_, _, errno := unix.Syscall(unix.SYS_FCNTL, uintptr(fd), uintptr(unix.F_GETPATH), uintptr(unsafe.Pointer(&buf[0])))
-	if errno != 0 {
-		return "", errno
+	var pin runtime.Pinner
+	pin.Pin(&buf[0])
+	defer pin.Unpin()
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_GETPATH, int(uintptr(unsafe.Pointer(&buf[0])))); err != nil {
+		return "", err
 	}
 	if i := bytes.IndexByte(buf, 0); i >= 0 {
 		buf = buf[:i]
