@@ -1,13 +1,10 @@
 package executor
 
 import (
-	"bytes"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
 	"strconv"
-	"strings"
 	"syscall"
 )
 
@@ -23,34 +20,19 @@ type procRegistry struct {
 }
 
 // record is what identifies one group: this boot, and its leader's start
-// time in clock ticks since boot (/proc/PID/stat field 22).
+// time (orphans_linux.go, orphans_darwin.go). ok is false where the
+// platform cannot tell, or the leader is already gone: then nothing is
+// recorded, and nothing is ever killed on the strength of a bare number.
 func record(pgid int) (string, bool) {
-	boot, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
-	if err != nil {
+	boot, ok := bootID()
+	if !ok {
 		return "", false
 	}
 	start, ok := startTime(pgid)
 	if !ok {
 		return "", false
 	}
-	return strings.TrimSpace(string(boot)) + " " + start + "\n", true
-}
-
-func startTime(pid int) (string, bool) {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return "", false
-	}
-	// The command name (field 2) may hold spaces; the fields after it do not.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return "", false
-	}
-	fields := strings.Fields(string(b[i+1:]))
-	if len(fields) < 20 {
-		return "", false
-	}
-	return fields[19], true // field 22 overall
+	return boot + " " + start + "\n", true
 }
 
 func (r procRegistry) path(pgid int) string { return filepath.Join(r.dir, strconv.Itoa(pgid)) }
@@ -62,7 +44,7 @@ func (r procRegistry) add(pgid int) {
 	}
 	rec, ok := record(pgid)
 	if !ok {
-		return // not on Linux, or already gone: nothing to kill later
+		return // the platform cannot tell, or already gone: nothing to kill later
 	}
 	if err := os.MkdirAll(r.dir, 0o700); err == nil {
 		err = os.WriteFile(r.path(pgid), []byte(rec), 0o600)

@@ -97,3 +97,24 @@ func groupAlive(pgid int) bool {
 	}
 	return false
 }
+
+// The identity of a process (boot and start time) is stable while it runs
+// and tells two processes apart: on Linux from /proc, on darwin from sysctl
+// kern.boottime and KERN_PROC_PID.
+func TestRecordIdentifiesAProcess(t *testing.T) {
+	self, ok := record(os.Getpid())
+	if !ok {
+		t.Fatal("no identity for this very process")
+	}
+	if again, _ := record(os.Getpid()); again != self {
+		t.Fatalf("the identity changed from %q to %q", self, again)
+	}
+	cmd := startGroup(t)
+	other, ok := record(cmd.Process.Pid)
+	if !ok || other == self || strings.Fields(other)[0] != strings.Fields(self)[0] {
+		t.Fatalf("a child %q against this process %q: want the same boot, another start", other, self)
+	}
+	if _, ok := record(1 << 30); ok {
+		t.Fatal("a pid that does not exist has an identity")
+	}
+}

@@ -1,13 +1,9 @@
-//go:build linux
+//go:build linux || darwin
 
 package ops
 
 import (
 	"errors"
-	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 
 	"github.com/sema-agent/sema/protocol"
@@ -15,13 +11,15 @@ import (
 )
 
 // This file answers "where does this path really lead", and refuses what
-// leads outside Env.AllowedRoots (§6.6). The answer comes from the kernel,
-// not from string processing: an op opens the object (O_PATH for anything
-// that must not have side effects), then asks the kernel for the real path
-// of the open descriptor (/proc/self/fd/N) and checks that. The check is
-// therefore about the object the op then works on, not about a path that
-// might be swapped in between. Nothing is resolved against another base and
-// ~ is never expanded: paths arrive absolute and normalized (§3.1), and
+// leads outside Env.AllowedRoots (§6.6). The answer is about an object held
+// open, not about a string: an op opens the directory a path leads to (the
+// backend, fsys.go: the kernel's own resolution on Linux, a walk that never
+// follows a symlink blindly on darwin), takes that directory's real path
+// (/proc/self/fd/N, F_GETPATH, or the path the walk proved), checked to name
+// that very directory, joins the final name, and checks that. The op then
+// works on the object relative to the descriptor it checked, not on a path
+// that might be swapped in between. Nothing is resolved against another base
+// and ~ is never expanded: paths arrive absolute and normalized (§3.1), and
 // anything else is refused invalid.
 
 // errMoved reports that an object changed place while its real path was read.
@@ -74,47 +72,6 @@ func joinPath(dir, name string) string {
 	return dir + "/" + name
 }
 
-// realPathFD returns the real path of the object open as fd: the kernel's
-// own answer through /proc/self/fd, checked against the object's identity,
-// so that a path which names something else by now is never reported. When
-// /proc is not mounted it falls back to resolving hint (an absolute path
-// that led to the object) with filepath.EvalSymlinks, under the same check.
-func realPathFD(fd int, hint string) (string, error) {
-	var want unix.Stat_t
-	if err := unix.Fstat(fd, &want); err != nil {
-		return "", err
-	}
-	p, err := os.Readlink("/proc/self/fd/" + strconv.Itoa(fd))
-	if err != nil {
-		if _, statErr := os.Stat("/proc/self/fd"); statErr == nil {
-			return "", err
-		}
-		if p, err = filepath.EvalSymlinks(hint); err != nil {
-			return "", err
-		}
-	}
-	if !strings.HasPrefix(p, "/") {
-		return "", fmt.Errorf("the kernel reports %q, which is not reachable from this process's root", p)
-	}
-	var got unix.Stat_t
-	if err := unix.Lstat(p, &got); err != nil || got.Dev != want.Dev || got.Ino != want.Ino {
-		return "", errMoved
-	}
-	return p, nil
-}
-
-// openParent opens the directory holding p's final name, following
-// symlinks in the parent path, as an O_PATH descriptor, and returns it with
-// the final name. The caller closes dfd.
-func openParent(p string) (dfd int, name string, err error) {
-	dir, name := splitPath(p)
-	dfd, err = openFD(unix.AT_FDCWD, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
-	if err != nil {
-		return -1, "", &os.PathError{Op: "open", Path: dir, Err: err}
-	}
-	return dfd, name, nil
-}
-
 // checkAbsent checks a path that could not be opened, so that a failure
 // never tells what lies outside the roots or inside the executor's own
 // files: its canonical form is the real path of its deepest existing
@@ -127,9 +84,9 @@ func (pol *policy) checkAbsent(p string) *protocol.Failure {
 		if name != "." {
 			rest = "/" + name + rest
 		}
-		fd, err := openFD(unix.AT_FDCWD, d, unix.O_PATH|unix.O_DIRECTORY, 0)
+		fd, hint, err := fsys.openDir(unix.AT_FDCWD, "", d)
 		if err == nil {
-			real, err := realPathFD(fd, d)
+			real, err := fsys.realPath(fd, hint)
 			closeFD(fd)
 			if err != nil {
 				if !pol.hasRoots() {

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux || darwin
 
 package ops
 
@@ -57,12 +57,12 @@ func (op *fileOp) mkdirAll(p string) protocol.Outcome {
 	if p != "/" {
 		comps = strings.Split(p[1:], "/")
 	}
-	i, dfd := len(comps), -1
+	i, dfd, hint := len(comps), -1, ""
 	for ; i >= 0; i-- {
 		anc := "/" + strings.Join(comps[:i], "/")
-		fd, err := openFD(unix.AT_FDCWD, anc, unix.O_PATH|unix.O_DIRECTORY, 0)
+		fd, h, err := fsys.openDir(unix.AT_FDCWD, "", anc)
 		if err == nil {
-			dfd = fd
+			dfd, hint = fd, h
 			break
 		}
 		if errnoOf(err) == unix.ENOENT && i > 0 {
@@ -78,7 +78,7 @@ func (op *fileOp) mkdirAll(p string) protocol.Outcome {
 	}
 	defer func() { closeFD(dfd) }()
 	base := "/" + strings.Join(comps[:i], "/")
-	dreal, err := realPathFD(dfd, base)
+	dreal, err := fsys.realPath(dfd, hint)
 	if err != nil {
 		return osFailure("resolve", base, err)
 	}
@@ -101,9 +101,10 @@ func (op *fileOp) mkdirAll(p string) protocol.Outcome {
 		} else if err != unix.EEXIST {
 			return osFailure("create the directory", cur, err)
 		}
-		nfd, err := openFD(dfd, c, unix.O_PATH|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+		nfd, err := openFD(dfd, c, fsys.dirFlags()|unix.O_NOFOLLOW, 0)
 		if err != nil {
-			if errnoOf(err) == unix.ENOTDIR {
+			// A symlink in the way is ELOOP, or ENOTDIR with O_DIRECTORY on Linux.
+			if e := errnoOf(err); e == unix.ENOTDIR || e == unix.ELOOP {
 				return failf(protocol.ErrNotDirectory, "createDir %q: %q exists and is not a directory", p, cur)
 			}
 			return osFailure("open the directory", cur, err)
@@ -199,7 +200,7 @@ func (op *fileOp) removeTree(dfd int, name, p string, n *int) error {
 	}
 	defer closeFD(fd)
 	for attempt := 0; ; attempt++ {
-		names, err := readNames(fd)
+		names, err := readNames(fd) // from the start each time
 		if err != nil {
 			return &os.PathError{Op: "list", Path: p, Err: err}
 		}
@@ -217,11 +218,7 @@ func (op *fileOp) removeTree(dfd int, name, p string, n *int) error {
 		case err == unix.ENOENT:
 			return nil
 		case (err == unix.ENOTEMPTY || err == unix.EEXIST) && attempt < 8:
-			// Something was created meanwhile: list again from the start.
-			if _, err := unix.Seek(fd, 0, 0); err != nil {
-				return &os.PathError{Op: "list", Path: p, Err: err}
-			}
-			continue
+			continue // something was created meanwhile: list again
 		}
 		return &os.PathError{Op: "rmdir", Path: p, Err: err}
 	}
@@ -245,12 +242,12 @@ func (op *fileOp) createTemp(prefix, suffix string, dir bool) protocol.Outcome {
 	if !filepath.IsAbs(tmp) {
 		return failf(protocol.ErrUnknown, "%s: the temporary directory %q is not an absolute path", kind, tmp)
 	}
-	dfd, err := openFD(unix.AT_FDCWD, tmp, unix.O_PATH|unix.O_DIRECTORY, 0)
+	dfd, hint, err := fsys.openDir(unix.AT_FDCWD, "", tmp)
 	if err != nil {
 		return op.contain.osFail("open the temporary directory", tmp, err)
 	}
 	defer closeFD(dfd)
-	dreal, err := realPathFD(dfd, tmp)
+	dreal, err := fsys.realPath(dfd, hint)
 	if err != nil {
 		return osFailure("resolve the temporary directory", tmp, err)
 	}

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux || darwin
 
 package ops
 
@@ -6,7 +6,6 @@ import (
 	"bytes"
 	"io"
 	"os"
-	"strconv"
 	"unicode/utf8"
 
 	"github.com/sema-agent/sema/protocol"
@@ -21,57 +20,48 @@ import (
 // characters. An empty file (or an empty selection of lines) sends no chunk.
 
 // openRegular opens p for reading without side effects on anything else:
-// it opens the object O_PATH (following symlinks), refuses what is not a
-// regular file (a directory is_directory; a fifo, socket or device invalid,
-// since opening one can block or act), checks containment on the real path
-// of that very object, and only then reopens that object for reading.
+// it resolves p (resolveTarget: symlinks followed, containment checked on
+// the real path), refuses what is not a regular file by its lstat (a
+// directory is_directory; a fifo, socket or device invalid, since opening
+// one can block or act), and only then opens that name in its checked
+// directory, O_NOFOLLOW, and checks that it opened the object it looked at.
 func (op *fileOp) openRegular(p string) (*os.File, *protocol.Failure) {
 	if f := badPath(p); f != nil {
 		return nil, f
 	}
-	pfd, err := openFD(unix.AT_FDCWD, p, unix.O_PATH, 0)
-	if err != nil {
-		f := op.contain.osFail("read", p, err)
-		return nil, &f
-	}
-	defer closeFD(pfd)
-	real, err := realPathFD(pfd, p)
-	if err != nil {
-		f := osFailure("resolve", p, err)
-		return nil, &f
-	}
-	if f := op.contain.check(p, real); f != nil {
+	t, f := op.resolveTarget(p, true)
+	if f != nil {
 		return nil, f
 	}
-	var st unix.Stat_t
-	if err := unix.Fstat(pfd, &st); err != nil {
-		f := osFailure("stat", p, err)
+	defer closeFD(t.dfd)
+	if t.st == nil {
+		f := osFailure("read", p, unix.ENOENT)
 		return nil, &f
 	}
-	switch st.Mode & unix.S_IFMT {
+	switch uint32(t.st.Mode) & unix.S_IFMT {
 	case unix.S_IFREG:
-		if f := op.contain.checkID(p, unixID(&st)); f != nil {
+		if f := op.contain.checkID(p, unixID(t.st)); f != nil {
 			return nil, f
 		}
 	case unix.S_IFDIR:
 		f := failf(protocol.ErrIsDirectory, "cannot read %q: it is a directory", p)
 		return nil, &f
 	default:
-		f := failf(protocol.ErrInvalid, "cannot read %q: it is a %s, not a regular file", p, typeName(st.Mode))
+		f := failf(protocol.ErrInvalid, "cannot read %q: it is a %s, not a regular file", p, typeName(uint32(t.st.Mode)))
 		return nil, &f
 	}
-	// Reopening through the descriptor's /proc link opens exactly the object
-	// checked above, with the permission check of a normal open.
-	fd, err := openFD(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(pfd), unix.O_RDONLY|unix.O_NOCTTY, 0)
-	if err != nil && errnoOf(err) == unix.ENOENT {
-		fd, err = openFD(unix.AT_FDCWD, real, unix.O_RDONLY|unix.O_NOCTTY|unix.O_NOFOLLOW, 0)
+	// O_NONBLOCK: should a fifo be swapped in after the lstat, opening it
+	// does not block; the identity check below then refuses it.
+	fd, err := openFD(t.dfd, t.name, unix.O_RDONLY|unix.O_NOCTTY|unix.O_NOFOLLOW|unix.O_NONBLOCK, 0)
+	if errnoOf(err) == unix.ELOOP {
+		err = errMoved // a symlink was swapped in
 	}
 	if err != nil {
 		f := osFailure("read", p, err)
 		return nil, &f
 	}
 	var got unix.Stat_t
-	if err := unix.Fstat(fd, &got); err != nil || got.Dev != st.Dev || got.Ino != st.Ino {
+	if err := unix.Fstat(fd, &got); err != nil || got.Dev != t.st.Dev || got.Ino != t.st.Ino {
 		closeFD(fd)
 		f := osFailure("read", p, errMoved)
 		return nil, &f

@@ -1,4 +1,4 @@
-//go:build linux
+//go:build linux || darwin
 
 package ops
 
@@ -19,6 +19,8 @@ import (
 //	dirs.go           createDir, remove, createTempDir, createTempFile
 //	contain.go        real paths and the containment policy (§6.6)
 //	oserr.go          OS errors and stopped contexts as §3.3 error codes
+//	walk.go           the descriptor-relative walk the portable backend uses
+//	fsys*.go          the backends: the few system calls Linux and darwin do differently
 //
 // docs/fs-ops.md records every behaviour the spec leaves open.
 //
@@ -79,7 +81,7 @@ func File(ctx context.Context, env *Env, req Request, sink Sink) protocol.Outcom
 
 // FileKinds lists exactly the kinds File implements honestly, in the spec's
 // order: the executor declares them in hello.supports (§3.2). It leaves out
-// writeFileGuarded (no atomic check-and-replace exists on Linux; see
+// writeFileGuarded (no atomic check-and-replace exists on Linux or darwin; see
 // guardedAbsent) and statBatch (never dispatched today). The list does not
 // depend on env and does not vary between connections.
 func FileKinds(env *Env) []protocol.InstructionKind {

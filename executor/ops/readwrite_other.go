@@ -1,4 +1,4 @@
-//go:build !linux
+//go:build !linux && !darwin
 
 package ops
 
@@ -8,12 +8,12 @@ import (
 	"github.com/sema-agent/sema/protocol"
 )
 
-// File is implemented on Linux only: its atomic writes, real paths and
-// containment rely on renameat2, O_PATH and /proc/self/fd. Elsewhere it
+// File is implemented on Linux and darwin only (fsys.go): elsewhere no
+// backend exists for its atomic writes, real paths and containment, so it
 // answers every kind not_supported, and FileKinds declares none (§3.2:
 // absence is honest).
 func File(ctx context.Context, env *Env, req Request, sink Sink) protocol.Outcome {
-	return protocol.Fail(protocol.ErrNotSupported, "file instructions are implemented on Linux only; %q is not supported on this platform", req.Kind)
+	return protocol.Fail(protocol.ErrNotSupported, "file instructions are implemented on Linux and darwin only; %q is not supported on this platform", req.Kind)
 }
 
 // FileKinds lists the kinds File implements here: none.

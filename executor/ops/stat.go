@@ -1,8 +1,9 @@
-//go:build linux
+//go:build linux || darwin
 
 package ops
 
 import (
+	"os"
 	"slices"
 	"unicode/utf8"
 
@@ -21,7 +22,7 @@ import (
 
 // entry is a path's final name in its opened, real parent directory.
 type pathEntry struct {
-	dfd  int    // the parent, O_PATH; the caller closes it
+	dfd  int    // the parent, held with fsys.dirFlags; the caller closes it
 	name string // the final name, "." for "/"
 	real string // the real path of the entry itself (the final name is not followed)
 }
@@ -34,13 +35,13 @@ func (op *fileOp) openEntry(verb, p string) (*pathEntry, *protocol.Failure) {
 	if f := badPath(p); f != nil {
 		return nil, f
 	}
-	dfd, name, err := openParent(p)
+	dir, name := splitPath(p)
+	dfd, hint, err := fsys.openDir(unix.AT_FDCWD, "", dir)
 	if err != nil {
-		f := op.contain.osFail(verb, p, err)
+		f := op.contain.osFail(verb, p, &os.PathError{Op: "open", Path: dir, Err: err})
 		return nil, &f
 	}
-	dir, _ := splitPath(p)
-	dreal, err := realPathFD(dfd, dir)
+	dreal, err := fsys.realPath(dfd, hint)
 	if err != nil {
 		closeFD(dfd)
 		f := osFailure("resolve", p, err)
@@ -59,7 +60,7 @@ func (op *fileOp) openEntry(verb, p string) (*pathEntry, *protocol.Failure) {
 // setgid and sticky, as stat(2) and Node's fs.Stats.mode report it.
 func infoOf(p string, st *unix.Stat_t) protocol.FileInfo {
 	kind := protocol.FileKindOther
-	switch st.Mode & unix.S_IFMT {
+	switch uint32(st.Mode) & unix.S_IFMT {
 	case unix.S_IFREG:
 		kind = protocol.FileKindFile
 	case unix.S_IFDIR:
@@ -67,7 +68,7 @@ func infoOf(p string, st *unix.Stat_t) protocol.FileInfo {
 	case unix.S_IFLNK:
 		kind = protocol.FileKindSymlink
 	}
-	mode := st.Mode
+	mode := uint32(st.Mode)
 	return protocol.FileInfo{
 		Path:    p,
 		Kind:    kind,
@@ -121,22 +122,18 @@ func (op *fileOp) canonicalPath(p string) protocol.Outcome {
 	if f := badPath(p); f != nil {
 		return *f
 	}
-	fd, err := openFD(unix.AT_FDCWD, p, unix.O_PATH, 0)
-	if err != nil {
-		return op.contain.osFail("resolve", p, err)
-	}
-	defer closeFD(fd)
-	real, err := realPathFD(fd, p)
-	if err != nil {
-		return osFailure("resolve", p, err)
-	}
-	if f := op.contain.check(p, real); f != nil {
+	t, f := op.resolveTarget(p, true)
+	if f != nil {
 		return *f
 	}
-	if f := unencodable(p, "its real path", real); f != nil {
+	defer closeFD(t.dfd)
+	if t.st == nil {
+		return osFailure("resolve", p, unix.ENOENT)
+	}
+	if f := unencodable(p, "its real path", t.real); f != nil {
 		return *f
 	}
-	return protocol.StatOutcome{CanonicalPath: real}
+	return protocol.StatOutcome{CanonicalPath: t.real}
 }
 
 // readLink answers one hop: the symlink's target exactly as stored
@@ -174,12 +171,12 @@ func (op *fileOp) listDir(p string) protocol.Outcome {
 	if f := badPath(p); f != nil {
 		return *f
 	}
-	fd, err := openFD(unix.AT_FDCWD, p, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	fd, hint, err := fsys.openDir(unix.AT_FDCWD, "", p)
 	if err != nil {
 		return op.contain.osFail("list", p, err)
 	}
 	defer closeFD(fd)
-	real, err := realPathFD(fd, p)
+	real, err := fsys.realPath(fd, hint)
 	if err != nil {
 		return osFailure("resolve", p, err)
 	}
@@ -221,20 +218,17 @@ func (op *fileOp) listDir(p string) protocol.Outcome {
 	return out
 }
 
-// readNames reads every name in the open directory fd except "." and "..".
-func readNames(fd int) ([]string, error) {
-	var names []string
-	buf := make([]byte, 32<<10)
-	for {
-		n, err := ignoringEINTR(func() (int, error) { return unix.Getdents(fd, buf) })
-		if err != nil {
-			return nil, err
-		}
-		if n <= 0 {
-			return names, nil
-		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+// readNames reads every name in the directory dfd except "." and "..",
+// through a descriptor of its own opened for reading (dfd may be held
+// without read permission), so every call lists from the start.
+func readNames(dfd int) ([]string, error) {
+	fd, err := openFD(dfd, ".", unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		return nil, err
 	}
+	d := os.NewFile(uintptr(fd), ".")
+	defer d.Close()
+	return d.Readdirnames(-1)
 }
 
 // unencodable refuses a name the OS holds that is not valid UTF-8: a JSON

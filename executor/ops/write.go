@@ -1,11 +1,9 @@
-//go:build linux
+//go:build linux || darwin
 
 package ops
 
 import (
-	"bufio"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"strconv"
@@ -17,15 +15,17 @@ import (
 
 // The write family (§3.4). writeFile and writeFileExclusive assemble the
 // payload in a staging file in the target's real directory, verify length
-// and digest, fsync, and then make it the target in one rename:
+// and digest, fsync (fsys.sync), and then make it the target in one rename:
 //
 //   - writeFile replaces the target (rename(2)); an existing file's
 //     permission bits (and, where allowed, owner and group) are kept, a new
 //     file gets 0644 minus the umask. A final symlink is followed: the file
 //     written is the one the path really leads to.
 //   - writeFileExclusive creates the target only if its name is free:
-//     renameat2(RENAME_NOREPLACE), or link(2) where the filesystem refuses
-//     that; anything at the name, a symlink included, is already_exists.
+//     fsys.renameNoReplace (renameat2 RENAME_NOREPLACE on Linux,
+//     renameatx_np RENAME_EXCL on darwin), or link(2) where the filesystem
+//     refuses that; anything at the name, a symlink included, is
+//     already_exists.
 //   - appendFile verifies the whole payload first, then appends it to the
 //     target (created if absent) with a single write(2) on O_APPEND.
 //
@@ -34,20 +34,16 @@ import (
 
 // guardedAbsent answers writeFileGuarded, which this executor does not
 // implement and does not declare (§3.2: absence is honest, emulation is
-// forbidden). Linux can check a file's identity (fileId), or refuse an
-// existing name (exclusive), but it has no call that replaces a name only if
-// it still names a given inode, nor one that pins the parent's path while
-// renaming into it: a check followed by rename(2) is exactly the two-step
-// emulation §3.5 forbids. docs/fs-ops.md gives the details.
+// forbidden). Linux and darwin can check a file's identity (fileId), or
+// refuse an existing name (exclusive), but neither has a call that replaces
+// a name only if it still names a given inode, nor one that pins the
+// parent's path while renaming into it: a check followed by rename(2) is
+// exactly the two-step emulation §3.5 forbids. docs/fs-ops.md gives the details.
 func guardedAbsent() protocol.Outcome {
 	return failf(protocol.ErrNotSupported, "writeFileGuarded is not implemented by this executor and not declared in its supports: "+
-		"Linux offers no single step that checks a file's identity and replaces it, and a check followed by a rename would be "+
+		"neither Linux nor darwin offers a single step that checks a file's identity and replaces it, and a check followed by a rename would be "+
 		"the forbidden emulation (§3.2); use writeFile or writeFileExclusive")
 }
-
-// errNoAtomicCreate: the filesystem supports neither renameat2 with
-// RENAME_NOREPLACE nor link(2).
-var errNoAtomicCreate = errors.New("the filesystem supports neither renameat2(RENAME_NOREPLACE) nor link(2), so a create-if-absent cannot be atomic here")
 
 func (op *fileOp) write(a protocol.WriteArgs) protocol.Outcome {
 	kind := op.req.Kind
@@ -65,8 +61,11 @@ func (op *fileOp) write(a protocol.WriteArgs) protocol.Outcome {
 		return *bad
 	}
 	defer closeFD(t.dfd)
+	if t.name == "." {
+		return failf(protocol.ErrIsDirectory, "%s %q: it leads to a directory", kind, a.Path)
+	}
 	if kind != protocol.KindWriteFileExclusive && t.st != nil {
-		if f := notRegular(kind, a.Path, t.st.Mode); f != nil {
+		if f := notRegular(kind, a.Path, uint32(t.st.Mode)); f != nil {
 			return *f
 		}
 		// An append would change the executor's own file in place through a
@@ -86,7 +85,7 @@ func (op *fileOp) write(a protocol.WriteArgs) protocol.Outcome {
 	defer s.discard()
 	mode := newFileMode()
 	if t.st != nil && kind == protocol.KindWriteFile {
-		mode = t.st.Mode & 0o777
+		mode = uint32(t.st.Mode) & 0o777
 		if int(t.st.Uid) != os.Geteuid() || int(t.st.Gid) != os.Getegid() {
 			// Best effort: only root (or a member of the group) may; the
 			// receipt's new inode tells the consumer it is a new object anyway.
@@ -96,7 +95,7 @@ func (op *fileOp) write(a protocol.WriteArgs) protocol.Outcome {
 	if err := s.f.Chmod(os.FileMode(mode)); err != nil {
 		return osFailure("set the mode of the staging file for", a.Path, err)
 	}
-	if err := s.f.Sync(); err != nil {
+	if err := fsys.sync(int(s.f.Fd())); err != nil {
 		return osFailure("fsync the staging file for", a.Path, err)
 	}
 	var st unix.Stat_t
@@ -114,7 +113,7 @@ func (op *fileOp) write(a protocol.WriteArgs) protocol.Outcome {
 
 	var created *bool
 	if kind == protocol.KindWriteFileExclusive {
-		err = renameNoReplace(t.dfd, s.name, t.name)
+		err = fsys.renameNoReplace(t.dfd, s.name, t.name)
 		switch {
 		case err == unix.EEXIST:
 			return failf(protocol.ErrAlreadyExists, "writeFileExclusive %q: it already exists; nothing was written", a.Path)
@@ -131,7 +130,7 @@ func (op *fileOp) write(a protocol.WriteArgs) protocol.Outcome {
 	s.name = "" // it is the target now
 	syncDir(t.dfd)
 	real := t.real
-	if dir, err := realPathFD(t.dfd, ""); err == nil {
+	if dir, err := fsys.realPath(t.dfd, t.hint); err == nil {
 		real = joinPath(dir, t.name) // where the directory is now, after the rename
 	}
 	return protocol.WriteOutcome{CanonicalPath: real, Inode: strconv.FormatUint(st.Ino, 10), Created: created}
@@ -173,7 +172,7 @@ func (op *fileOp) appendFile(a protocol.WriteArgs, t *writeTarget) protocol.Outc
 	if err := unix.Fstat(fd, &st); err != nil {
 		return osFailure("stat", a.Path, err)
 	}
-	if f := notRegular(protocol.KindAppendFile, a.Path, st.Mode); f != nil {
+	if f := notRegular(protocol.KindAppendFile, a.Path, uint32(st.Mode)); f != nil {
 		return *f
 	}
 	n, err := appendStaged(fd, s.f, mapped, first, a.ContentLen)
@@ -184,7 +183,7 @@ func (op *fileOp) appendFile(a protocol.WriteArgs, t *writeTarget) protocol.Outc
 		return failf(protocol.ErrOutcomeUnknown, "appendFile %q: appended only %d of %d bytes before: %s; the file now ends with a partial append",
 			a.Path, n, a.ContentLen, errText(err))
 	}
-	if err := unix.Fsync(fd); err != nil {
+	if err := fsys.sync(fd); err != nil {
 		return failf(protocol.ErrOutcomeUnknown, "appendFile %q: appended %d bytes but fsync failed: %s; they may not be durable",
 			a.Path, n, errText(err))
 	}
@@ -275,10 +274,11 @@ func notRegular(kind protocol.InstructionKind, p string, mode uint32) *protocol.
 	return &f
 }
 
-// target is where a write lands: the name in its real directory.
+// writeTarget is where a path leads: the name in its real directory.
 type writeTarget struct {
-	dfd  int          // the real directory holding name, O_PATH; the caller closes it
-	name string       // the final name, never a symlink when followed
+	dfd  int          // the real directory holding name, held with fsys.dirFlags; the caller closes it
+	hint string       // dfd's hint for fsys.realPath
+	name string       // the final name, never a symlink when followed; "." for dfd itself
 	real string       // the real path of the target when resolved
 	st   *unix.Stat_t // the object at name, nil when absent
 }
@@ -286,20 +286,18 @@ type writeTarget struct {
 // maxHops bounds symlink following, like the kernel's 40.
 const maxHops = 40
 
-// resolveTarget finds where a write of p lands. The parent directories are
-// resolved by the kernel (O_PATH); with follow, a final symlink is followed
-// hop by hop (its target's directory again resolved by the kernel) until a
-// name that is not a symlink, or that does not exist: a dangling symlink
-// is written through, as open(2) with O_CREAT does. The real path of the
-// result is checked against the containment policy.
+// resolveTarget finds where p leads, for the writes, the reads and
+// canonicalPath. The parent directories are resolved by the backend
+// (fsys.openDir); with follow, a final symlink is followed hop by hop (its
+// target's directory again opened by the backend) until a name that is not
+// a symlink, or that does not exist: a dangling symlink is written through,
+// as open(2) with O_CREAT does. A symlink to a directory ("..", "/", "d/")
+// ends on that directory itself, named ".". The real path of the result is
+// checked against the containment policy.
 func (op *fileOp) resolveTarget(p string, follow bool) (*writeTarget, *protocol.Failure) {
 	kind := op.req.Kind
 	dir, name := splitPath(p)
-	if name == "." {
-		f := failf(protocol.ErrIsDirectory, "%s %q: it is a directory", kind, p)
-		return nil, &f
-	}
-	dfd, err := openFD(unix.AT_FDCWD, dir, unix.O_PATH|unix.O_DIRECTORY, 0)
+	dfd, hint, err := fsys.openDir(unix.AT_FDCWD, "", dir)
 	if err != nil {
 		if f := op.contain.checkAbsent(p); f != nil {
 			return nil, f
@@ -307,12 +305,11 @@ func (op *fileOp) resolveTarget(p string, follow bool) (*writeTarget, *protocol.
 		f := failf(codeOf(err), "%s %q: its directory %q: %s", kind, p, dir, errText(err))
 		return nil, &f
 	}
-	t := &writeTarget{dfd: dfd, name: name}
+	t := &writeTarget{dfd: dfd, hint: hint, name: name}
 	failWith := func(f protocol.Failure) (*writeTarget, *protocol.Failure) {
 		closeFD(t.dfd)
 		return nil, &f
 	}
-	hint := dir
 	for hops := 0; ; hops++ {
 		var st unix.Stat_t
 		err := unix.Fstatat(t.dfd, t.name, &st, unix.AT_SYMLINK_NOFOLLOW)
@@ -333,30 +330,27 @@ func (op *fileOp) resolveTarget(p string, follow bool) (*writeTarget, *protocol.
 		if err != nil {
 			return failWith(osFailure("read the symlink", p, err))
 		}
-		next := link
+		ldir, next := "", link
 		if i := strings.LastIndexByte(link, '/'); i >= 0 {
-			ldir := link[:i]
+			ldir, next = link[:i], link[i+1:]
 			if ldir == "" {
 				ldir = "/"
 			}
-			nfd, err := openFD(t.dfd, ldir, unix.O_PATH|unix.O_DIRECTORY, 0)
+		}
+		if next == "" || next == "." || next == ".." {
+			ldir, next = link, "."
+		}
+		if ldir != "" {
+			nfd, nhint, err := fsys.openDir(t.dfd, t.hint, ldir)
 			if err != nil {
 				return failWith(failf(codeOf(err), "%s %q: the directory %q its symlink leads to: %s", kind, p, ldir, errText(err)))
 			}
 			closeFD(t.dfd)
-			t.dfd, next = nfd, link[i+1:]
-			if strings.HasPrefix(ldir, "/") {
-				hint = ldir
-			} else {
-				hint = hint + "/" + ldir
-			}
-		}
-		if next == "" || next == "." || next == ".." {
-			return failWith(failf(protocol.ErrIsDirectory, "%s %q: its symlink leads to the directory %q", kind, p, link))
+			t.dfd, t.hint = nfd, nhint
 		}
 		t.name = next
 	}
-	dreal, err := realPathFD(t.dfd, hint)
+	dreal, err := fsys.realPath(t.dfd, t.hint)
 	if err != nil {
 		return failWith(osFailure("resolve the directory of", p, err))
 	}
@@ -381,27 +375,6 @@ func readlinkAt(dfd int, name string) (string, error) {
 	}
 }
 
-// renameNoReplace renames from to to within dfd only if to does not exist:
-// atomically, with renameat2(RENAME_NOREPLACE), or where the filesystem
-// refuses that flag, with link(2) (which never replaces) and unlink(2).
-func renameNoReplace(dfd int, from, to string) error {
-	_, err := ignoringEINTR(func() (struct{}, error) {
-		return struct{}{}, unix.Renameat2(dfd, from, dfd, to, unix.RENAME_NOREPLACE)
-	})
-	if err != unix.EINVAL && err != unix.ENOSYS {
-		return err
-	}
-	_, err = ignoringEINTR(func() (struct{}, error) { return struct{}{}, unix.Linkat(dfd, from, dfd, to, 0) })
-	switch err {
-	case nil:
-		_ = unix.Unlinkat(dfd, from, 0)
-		return nil
-	case unix.EPERM, unix.EOPNOTSUPP:
-		return fmt.Errorf("%w (link: %v)", errNoAtomicCreate, err)
-	}
-	return err
-}
-
 // createOrReplace renames from onto to within dfd and reports whether that
 // created to: true when to was absent at the moment of an atomic
 // create-if-absent rename, false when that found to present and a plain
@@ -409,7 +382,7 @@ func renameNoReplace(dfd int, from, to string) error {
 // renames and reports nil: created unknown (§3.3 lets the consumer take the
 // weaker answer).
 func createOrReplace(dfd int, from, to string) (*bool, error) {
-	err := renameNoReplace(dfd, from, to)
+	err := fsys.renameNoReplace(dfd, from, to)
 	if err == nil {
 		return boolp(true), nil
 	}
@@ -433,29 +406,11 @@ func syncDir(dfd int) {
 	if err != nil {
 		return
 	}
-	_ = unix.Fsync(fd)
+	_ = fsys.sync(fd)
 	closeFD(fd)
 }
 
 // newFileMode is the mode of a file a write creates: 0644 minus the umask.
-// The umask is read from /proc/self/status, because umask(2) can only be
-// read by setting it, which would race with every other goroutine creating
-// files; without /proc it is taken to be 022.
-func newFileMode() uint32 {
-	umask := uint32(0o022)
-	if f, err := os.Open("/proc/self/status"); err == nil {
-		defer f.Close()
-		sc := bufio.NewScanner(f)
-		for sc.Scan() {
-			if v, ok := strings.CutPrefix(sc.Text(), "Umask:"); ok {
-				if u, err := strconv.ParseUint(strings.TrimSpace(v), 8, 32); err == nil {
-					umask = uint32(u)
-				}
-				break
-			}
-		}
-	}
-	return 0o644 &^ umask
-}
+func newFileMode() uint32 { return 0o644 &^ fsys.umask() }
 
 func boolp(v bool) *bool { return &v }
