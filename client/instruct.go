@@ -124,16 +124,22 @@ func (c *Client) stream(ctx context.Context, build func(context.Context) (*http.
 	}
 	w := newWatcher(c, ctx, abort, body, sink.Cancelling)
 	defer w.stop()
+	// stoppedShort: ctx ended before the body was all sent. The body's own
+	// reader may fail first (it saw ctx end too) before the watcher has
+	// stopped the body: the cause is still ctx.
+	stoppedShort := func() bool {
+		return w.stoppedShort() || (body != nil && ctx.Err() != nil && !body.stop())
+	}
 	resp, err := c.do(req)
 	if err != nil {
-		if w.stoppedShort() {
+		if stoppedShort() {
 			return Result{}, fmt.Errorf("%w (%w)", ErrUploadStopped, ctx.Err())
 		}
 		return Result{}, err
 	}
 	defer resp.Body.Close()
 	res, err := follow(resp.Body, sink, w)
-	if err != nil && w.stoppedShort() {
+	if err != nil && stoppedShort() {
 		return res, fmt.Errorf("%w (%w)", ErrUploadStopped, ctx.Err())
 	}
 	return res, err
