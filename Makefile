@@ -1,7 +1,7 @@
 # The one test command (README "Testing"); .ci/run runs exactly `make test`.
 GO ?= go
 
-.PHONY: test fmt-check vet cross interop-deps race fuzz bench ratios shutdown-fleet soak
+.PHONY: test fmt-check vet cross interop-deps race fuzz bench ratios fleet shutdown-fleet soak
 
 test: fmt-check vet cross interop-deps race
 
@@ -51,6 +51,13 @@ bench:
 RATIOS ?=
 ratios:
 	$(GO) run ./bench/ratios $(RATIOS)
+
+# A fleet of devices against a real sema server and one real executor
+# (issue M item 3): lane RSS per device, idle CPU, the burst, exec true.
+# make fleet FLEET="-devices 15000 -idle 60s"
+FLEET ?= -devices 15000
+fleet:
+	$(GO) run ./bench/fleet $(FLEET)
 
 # 10,000 devices connected from a child process, then Shutdown: every lease
 # released in one statement (lane/shutdown_leases_test.go).

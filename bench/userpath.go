@@ -76,7 +76,7 @@ func StartUserPath(ctx context.Context) (*UserPath, error) {
 var listening = regexp.MustCompile(`msg="lane listening" url=(\S+)`)
 
 func (u *UserPath) startServer() error {
-	data := filepath.Join(u.dir, "data")
+	data := u.DataDir()
 	cmd, logPath, err := u.startChild("server", nil, "server", "--listen", "127.0.0.1:0", "--data", data)
 	if err != nil {
 		return err
@@ -192,6 +192,9 @@ func (u *UserPath) Sema(ctx context.Context, args ...string) *exec.Cmd {
 		"TMPDIR="+filepath.Join(u.dir, "tmp-cli"))
 	return cmd
 }
+
+// DataDir is the server's data dir (its SQLite registry).
+func (u *UserPath) DataDir() string { return filepath.Join(u.dir, "data") }
 
 // ServerPID and ServePID are the children's pids.
 func (u *UserPath) ServerPID() int { return u.server.Process.Pid }
