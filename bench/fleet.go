@@ -65,7 +65,10 @@ func RegisterFleet(ctx context.Context, st store.Store, n int) ([]FleetDevice, e
 // does), or why it did not get in.
 type Handshake struct {
 	Took    time.Duration
-	Retries int
+	Retries int // upgrades answered 503
+	// Redials are dials the lane closed before any answer (its cap on open
+	// HTTP connections, --max-http-conns, closes the surplus at once).
+	Redials int
 	Err     error
 }
 
@@ -86,8 +89,12 @@ func ConnectFleet(ctx context.Context, wsURL string, fleet []FleetDevice, source
 			h := &out[i]
 			for {
 				ws, ack, err := handshake(ctx, wsURL, clients[i%len(clients)], d)
-				if errors.Is(err, errBusy) && time.Since(t0) < handshakeTimeout {
-					h.Retries++
+				if (errors.Is(err, errBusy) || errors.Is(err, errClosed)) && time.Since(t0) < handshakeTimeout {
+					if errors.Is(err, errBusy) {
+						h.Retries++
+					} else {
+						h.Redials++
+					}
 					time.Sleep(busyPause())
 					continue
 				}
@@ -121,6 +128,9 @@ func fleetClients(sources []net.IP) []*http.Client {
 // handshake now; come back shortly.
 var errBusy = errors.New("the lane answered 503 at the upgrade")
 
+// errClosed is a connection the lane closed before answering the upgrade.
+var errClosed = errors.New("the lane closed the connection before answering")
+
 // busyPause is a jittered pause before dialing again after a 503, as an
 // executor's reconnect backs off.
 func busyPause() time.Duration {
@@ -136,8 +146,11 @@ func handshake(ctx context.Context, wsURL string, hc *http.Client, d FleetDevice
 	defer cancel()
 	ws, resp, err := websocket.Dial(hctx, wsURL, &websocket.DialOptions{HTTPClient: hc})
 	if err != nil {
-		if resp != nil && resp.StatusCode == http.StatusServiceUnavailable {
+		switch {
+		case resp != nil && resp.StatusCode == http.StatusServiceUnavailable:
 			return nil, nil, errBusy
+		case resp == nil && hctx.Err() == nil:
+			return nil, nil, fmt.Errorf("%w: %v", errClosed, err)
 		}
 		return nil, nil, fmt.Errorf("dial: %w", err)
 	}

@@ -73,11 +73,12 @@ func run(ctx context.Context, n int, idle time.Duration, sources, trips int) err
 	hs := bench.ConnectFleet(fctx, strings.Replace(u.URL, "http", "ws", 1)+"/v1/device/ws", fleet, sourceIPs(sources))
 	burst := time.Since(t0)
 	ok, took, refusals := tally(hs)
-	retries := 0
+	retries, redials := 0, 0
 	for _, h := range hs {
-		retries += h.Retries
+		retries, redials = retries+h.Retries, redials+h.Redials
 	}
-	fmt.Printf("burst: %d of %d in within %s (%d refused or failed; %d upgrades answered 503 and retried)\n", ok, n, burst.Round(time.Millisecond), n-ok, retries)
+	fmt.Printf("burst: %d of %d in within %s (%d refused or failed; retried: %d upgrades answered 503, %d connections closed unanswered)\n",
+		ok, n, burst.Round(time.Millisecond), n-ok, retries, redials)
 	for reason, count := range refusals {
 		fmt.Printf("  %d× %s\n", count, reason)
 	}
