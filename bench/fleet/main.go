@@ -122,7 +122,6 @@ func sourceIPs(n int) []net.IP {
 	return ips
 }
 
-
 // tally counts the devices that got in, their handshake times, and why the
 // others did not.
 func tally(hs []bench.Handshake) (ok int, took []time.Duration, refusals map[string]int) {
