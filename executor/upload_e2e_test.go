@@ -1,7 +1,6 @@
 package executor_test
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -10,7 +9,6 @@ import (
 	"io"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -21,10 +19,8 @@ import (
 	"time"
 
 	"github.com/sema-agent/sema/api"
-	"github.com/sema-agent/sema/device"
-	"github.com/sema-agent/sema/executor"
+	"github.com/sema-agent/sema/internal/livelane"
 	"github.com/sema-agent/sema/lane"
-	"github.com/sema-agent/sema/lane/store/sqlite"
 )
 
 // realLane is the real lane over real HTTP with one real executor
@@ -38,57 +34,19 @@ type realLane struct {
 	ws       string // the executor's workspace root
 	// runDone has Run's return; a test that takes it puts it back.
 	runDone chan error
+	live    *livelane.Lane
 }
 
 func startRealLane(t *testing.T) *realLane {
 	t.Helper()
-	ctx := t.Context()
-	st, err := sqlite.Open(ctx, t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
-	srv, err := lane.New(lane.Config{Store: st, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	t.Cleanup(hs.Close)
-	_, apiKey, err := lane.CreateIdentity(ctx, st, "user")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, ws := t.TempDir(), t.TempDir()
-	rec, err := device.Enroll(ctx, device.EnrollOptions{Server: hs.URL, Token: issueTokenFor(t, hs.URL, apiKey), APIKey: apiKey, WorkspaceRoot: ws, StateDir: dir})
-	if err != nil {
-		t.Fatal(err)
-	}
-	key, err := device.LoadKey(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rt, err := executor.New(executor.Config{DeviceID: rec.DeviceID, Key: key, Server: rec.Server, WorkspaceRoot: rec.WorkspaceRoot,
-		Logger: testLogger(t), StatusPath: filepath.Join(dir, device.StatusFile)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- rt.Run(rctx) }()
-	t.Cleanup(func() { stop(); <-done })
-	l := &realLane{t: t, srv: srv, url: hs.URL, apiKey: apiKey, deviceID: rec.DeviceID, ws: rec.WorkspaceRoot, runDone: done}
-	l.waitFor("the device to come online", func() bool { return srv.Presence(rec.DeviceID).Online })
-	return l
+	l := livelane.Start(t, testLogger(t))
+	d := l.AddDevice()
+	return &realLane{t: t, srv: l.Srv, url: l.URL, apiKey: l.APIKey, deviceID: d.ID, ws: d.Workspace, runDone: d.Done, live: l}
 }
 
 func (l *realLane) waitFor(what string, cond func() bool) {
 	l.t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(5 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			l.t.Fatalf("timed out waiting for %s", what)
-		}
-	}
+	l.live.WaitFor(what, cond)
 }
 
 // upload is the answer to a streamed write: the HTTP status and, for 200,
