@@ -35,19 +35,25 @@ type fleetDevice struct {
 // registerFleet registers n devices of one new identity.
 func registerFleet(tb testing.TB, st store.Store, n int) []fleetDevice {
 	tb.Helper()
-	ctx := context.Background()
-	idn, err := st.CreateIdentity(ctx, "fleet")
+	idn, err := st.CreateIdentity(context.Background(), "fleet")
 	if err != nil {
 		tb.Fatal(err)
 	}
+	return registerDevices(tb, st, idn.ID, n)
+}
+
+// registerDevices registers n devices of an identity, oldest first.
+func registerDevices(tb testing.TB, st store.Store, ownerID string, n int) []fleetDevice {
+	tb.Helper()
+	ctx := context.Background()
 	fleet := make([]fleetDevice, n)
 	for i := range fleet {
 		pub, priv, _ := ed25519.GenerateKey(rand.Reader)
 		token := store.DigestOf(fmt.Sprintf("set_fleet_%d_%s", i, ids.ULID()))
-		if _, err := st.CreateEnrollToken(ctx, idn.ID, token, time.Hour); err != nil {
+		if _, err := st.CreateEnrollToken(ctx, ownerID, token, time.Hour); err != nil {
 			tb.Fatal(err)
 		}
-		d, _, err := st.RegisterDevice(ctx, store.Registration{TokenDigest: token, IdentityID: idn.ID,
+		d, _, err := st.RegisterDevice(ctx, store.Registration{TokenDigest: token, IdentityID: ownerID,
 			PublicKey: pub, PlatformOS: "linux", WorkspaceRoot: "/w"})
 		if err != nil {
 			tb.Fatal(err)
@@ -57,13 +63,18 @@ func registerFleet(tb testing.TB, st store.Store, n int) []fleetDevice {
 	return fleet
 }
 
+// fake is the executor of a registered device, not yet dialled.
+func (l *wsLane) fake(d fleetDevice) *fakeDevice {
+	return &fakeDevice{t: l.t, l: l, id: d.id, priv: d.priv, epoch: ids.ULID(), supports: defaultSupports}
+}
+
 // fakeFleet registers n devices and dials each (its challenge read), ready
 // to say hello.
 func (l *wsLane) fakeFleet(n int) []*fakeDevice {
 	l.t.Helper()
 	var out []*fakeDevice
 	for _, d := range registerFleet(l.t, l.store, n) {
-		fd := &fakeDevice{t: l.t, l: l, id: d.id, priv: d.priv, epoch: ids.ULID(), supports: defaultSupports}
+		fd := l.fake(d)
 		fd.dial()
 		out = append(out, fd)
 	}
