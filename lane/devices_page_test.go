@@ -151,7 +151,7 @@ func TestDeviceListRefusesBadQueries(t *testing.T) {
 		{"after=garbage", codeFieldInvalid, "after"},
 		{"after=dev_01j8zq4t9x0000000000000000", codeFieldInvalid, "after"},
 		{"after=dev_01J8ZQ4T9X0000000000000000", codeFieldInvalid, "after"}, // well formed, no such device
-		{"after=" + others[0].id, codeFieldInvalid, "after"},                 // another identity's device
+		{"after=" + others[0].id, codeFieldInvalid, "after"},                // another identity's device
 		{"online=false", codeFieldInvalid, "online"},
 		{"online=1", codeFieldInvalid, "online"},
 		{"online=TRUE", codeFieldInvalid, "online"},
