@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -13,11 +12,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/internal/lanetest"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -45,20 +44,13 @@ func registerFleet(tb testing.TB, st store.Store, n int) []fleetDevice {
 // registerDevices registers n devices of an identity, oldest first.
 func registerDevices(tb testing.TB, st store.Store, ownerID string, n int) []fleetDevice {
 	tb.Helper()
-	ctx := context.Background()
+	regs, err := lanetest.RegisterDevices(context.Background(), st, ownerID, n)
+	if err != nil {
+		tb.Fatal(err)
+	}
 	fleet := make([]fleetDevice, n)
-	for i := range fleet {
-		pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-		token := store.DigestOf(fmt.Sprintf("set_fleet_%d_%s", i, ids.ULID()))
-		if _, err := st.CreateEnrollToken(ctx, ownerID, token, time.Hour); err != nil {
-			tb.Fatal(err)
-		}
-		d, _, err := st.RegisterDevice(ctx, store.Registration{TokenDigest: token, IdentityID: ownerID,
-			PublicKey: pub, PlatformOS: "linux", WorkspaceRoot: "/w"})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		fleet[i] = fleetDevice{id: d.ID, priv: priv}
+	for i, r := range regs {
+		fleet[i] = fleetDevice{id: r.ID, priv: r.Priv}
 	}
 	return fleet
 }
