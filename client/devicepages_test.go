@@ -1,10 +1,7 @@
 package client_test
 
 import (
-	"context"
 	"errors"
-	"log/slog"
-	"net/http/httptest"
 	"slices"
 	"testing"
 
@@ -13,7 +10,6 @@ import (
 	"github.com/sema-agent/sema/internal/lanetest"
 	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/lane/store"
-	"github.com/sema-agent/sema/lane/store/sqlite"
 )
 
 // laneWithDevices is a real lane (real HTTP, real SQLite) whose one
@@ -21,11 +17,7 @@ import (
 // lane's URL, the identity's key and the device ids in the registry's order.
 func laneWithDevices(t *testing.T, n int) (string, string, []string) {
 	t.Helper()
-	st, err := sqlite.Open(t.Context(), t.TempDir())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { st.Close() })
+	st := tempStore(t)
 	idn, key, err := lane.CreateIdentity(t.Context(), st, "alice")
 	if err != nil {
 		t.Fatal(err)
@@ -37,18 +29,11 @@ func laneWithDevices(t *testing.T, n int) (string, string, []string) {
 	if err != nil || len(all) != n {
 		t.Fatalf("%d devices registered, %v", len(all), err)
 	}
-	srv, err := lane.New(lane.Config{Store: st, Logger: slog.New(slog.DiscardHandler)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	hs := httptest.NewServer(srv.Handler())
-	t.Cleanup(hs.Close)
 	ids := make([]string, n)
 	for i, d := range all {
 		ids[i] = d.ID
 	}
-	return hs.URL, key, ids
+	return serveLane(t, st), key, ids
 }
 
 func deviceIDs(devs []api.Device) []string {
