@@ -50,9 +50,12 @@ type Device struct {
 	Inflight       int    `json:"inflight"`
 }
 
-// DeviceList is the answer of GET /v1/devices. Devices is never null.
+// DeviceList is the answer of GET /v1/devices: one page. Devices is never
+// null; Next, when present, is the cursor of the next page (pass it as
+// ?after=), absent at the end of the list.
 type DeviceList struct {
 	Devices []Device `json:"devices"`
+	Next    string   `json:"next,omitempty"`
 }
 
 // EnrollTokenResponse is the answer of POST /v1/devices/enroll-tokens: the

@@ -11,13 +11,6 @@ import (
 	"github.com/sema-agent/sema/api"
 )
 
-// Devices lists the caller's devices (GET /v1/devices).
-func (c *Client) Devices(ctx context.Context) ([]api.Device, error) {
-	var out api.DeviceList
-	err := c.call(ctx, http.MethodGet, "/v1/devices", nil, &out)
-	return out.Devices, err
-}
-
 // Revoke revokes a device for good (POST /v1/devices/{id}/revoke) and
 // returns it as revoked.
 func (c *Client) Revoke(ctx context.Context, deviceID string) (api.Device, error) {

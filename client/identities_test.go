@@ -17,6 +17,7 @@ import (
 	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/lanetest"
 	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 )
 
@@ -24,15 +25,28 @@ import (
 // returns the lane's URL and the admin's key.
 func realLane(t *testing.T) (string, string) {
 	t.Helper()
+	st := tempStore(t)
+	_, key, err := lane.CreateAdminIdentity(t.Context(), st, "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return serveLane(t, st), key
+}
+
+// tempStore is a fresh SQLite registry, closed at the test's end.
+func tempStore(t *testing.T) store.Store {
+	t.Helper()
 	st, err := sqlite.Open(t.Context(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	_, key, err := lane.CreateAdminIdentity(t.Context(), st, "admin")
-	if err != nil {
-		t.Fatal(err)
-	}
+	return st
+}
+
+// serveLane serves a real lane on st over real HTTP and returns its URL.
+func serveLane(t *testing.T, st store.Store) string {
+	t.Helper()
 	srv, err := lane.New(lane.Config{Store: st, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -40,7 +54,7 @@ func realLane(t *testing.T) (string, string) {
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
 	hs := httptest.NewServer(srv.Handler())
 	t.Cleanup(hs.Close)
-	return hs.URL, key
+	return hs.URL
 }
 
 func clientOf(t *testing.T, base, key string) *client.Client {

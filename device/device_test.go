@@ -187,7 +187,7 @@ func TestEnrollAgainstTheRealLane(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	devs, err := l.store.ListDevices(t.Context(), mustCaller(t, l, key))
+	devs, err := l.store.ListDevices(t.Context(), mustCaller(t, l, key), store.DevicePage{})
 	if err != nil || len(devs) != 1 || devs[0].ID != rec.DeviceID {
 		t.Fatalf("lane devices %+v, %v", devs, err)
 	}
@@ -236,7 +236,7 @@ func TestEnrollReplayAfterALostAnswer(t *testing.T) {
 	if again.DeviceID != first.DeviceID {
 		t.Fatalf("replay got %s, first %s", again.DeviceID, first.DeviceID)
 	}
-	devs, _ := l.store.ListDevices(t.Context(), mustCaller(t, l, key))
+	devs, _ := l.store.ListDevices(t.Context(), mustCaller(t, l, key), store.DevicePage{})
 	if len(devs) != 1 {
 		t.Fatalf("%d devices after a replay, want 1", len(devs))
 	}

@@ -217,7 +217,7 @@ func TestEnrollLostAnswerStaysRetryableWithTheSameKey(t *testing.T) {
 	if !slices.Equal(ft.slept(), seconds(1)) {
 		t.Errorf("waits %v, want one network retry", ft.slept())
 	}
-	if devs, _ := l.store.ListDevices(t.Context(), mustCaller(t, l, key)); len(devs) != 1 || devs[0].ID != rec.DeviceID {
+	if devs, _ := l.store.ListDevices(t.Context(), mustCaller(t, l, key), store.DevicePage{}); len(devs) != 1 || devs[0].ID != rec.DeviceID {
 		t.Fatalf("lane devices %+v, want the one %s", devs, rec.DeviceID)
 	}
 
@@ -237,7 +237,7 @@ func TestEnrollLostAnswerStaysRetryableWithTheSameKey(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	devs, _ := l.store.ListDevices(t.Context(), mustCaller(t, l, key))
+	devs, _ := l.store.ListDevices(t.Context(), mustCaller(t, l, key), store.DevicePage{})
 	if len(devs) != 2 || !slices.ContainsFunc(devs, func(d store.Device) bool { return d.ID == again.DeviceID }) {
 		t.Fatalf("lane devices %+v after the replay, want 2 with %s", devs, again.DeviceID)
 	}

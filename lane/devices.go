@@ -25,25 +25,24 @@ func deviceView(d store.Device) api.Device {
 // toISOString writes it.
 func wireTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
 
-// listDevices is GET /v1/devices: the caller's own devices.
+// listDevices is GET /v1/devices: one page of the caller's own devices,
+// oldest first, and the cursor of the next page (devices_page.go).
 func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) {
-	devices, err := s.store.ListDevices(r.Context(), callerOf(r.Context()).ID)
-	if err != nil {
+	q, aerr := parseDeviceQuery(r.URL.RawQuery)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	devices, next, err := s.devicePage(r.Context(), callerOf(r.Context()).ID, q)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, errAfterUnknown())
+		return
+	case err != nil:
 		s.unavailable(w, r, "list devices", err)
 		return
 	}
-	out := make([]api.Device, 0, len(devices))
-	for _, d := range devices {
-		v := deviceView(d)
-		p := s.Presence(d.ID)
-		v.Inflight = p.Inflight // also while in the reconnect grace
-		// Presence on this replica (§8: presence assumes one replica).
-		if p.Online {
-			v.Online, v.Gen, v.ConnectedSince = true, p.Gen.String(), wireTime(p.ConnectedSince)
-		}
-		out = append(out, v)
-	}
-	writeJSON(w, http.StatusOK, api.DeviceList{Devices: out})
+	writeJSON(w, http.StatusOK, api.DeviceList{Devices: devices, Next: next})
 }
 
 // revokeDevice is POST /v1/devices/{id}/revoke: terminal, audited, and only

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -13,11 +12,11 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/coder/websocket"
 
 	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/internal/lanetest"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -35,26 +34,30 @@ type fleetDevice struct {
 // registerFleet registers n devices of one new identity.
 func registerFleet(tb testing.TB, st store.Store, n int) []fleetDevice {
 	tb.Helper()
-	ctx := context.Background()
-	idn, err := st.CreateIdentity(ctx, "fleet")
+	idn, err := st.CreateIdentity(context.Background(), "fleet")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return registerDevices(tb, st, idn.ID, n)
+}
+
+// registerDevices registers n devices of an identity, oldest first.
+func registerDevices(tb testing.TB, st store.Store, ownerID string, n int) []fleetDevice {
+	tb.Helper()
+	regs, err := lanetest.RegisterDevices(context.Background(), st, ownerID, n)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	fleet := make([]fleetDevice, n)
-	for i := range fleet {
-		pub, priv, _ := ed25519.GenerateKey(rand.Reader)
-		token := store.DigestOf(fmt.Sprintf("set_fleet_%d_%s", i, ids.ULID()))
-		if _, err := st.CreateEnrollToken(ctx, idn.ID, token, time.Hour); err != nil {
-			tb.Fatal(err)
-		}
-		d, _, err := st.RegisterDevice(ctx, store.Registration{TokenDigest: token, IdentityID: idn.ID,
-			PublicKey: pub, PlatformOS: "linux", WorkspaceRoot: "/w"})
-		if err != nil {
-			tb.Fatal(err)
-		}
-		fleet[i] = fleetDevice{id: d.ID, priv: priv}
+	for i, r := range regs {
+		fleet[i] = fleetDevice{id: r.ID, priv: r.Priv}
 	}
 	return fleet
+}
+
+// fake is the executor of a registered device, not yet dialled.
+func (l *wsLane) fake(d fleetDevice) *fakeDevice {
+	return &fakeDevice{t: l.t, l: l, id: d.id, priv: d.priv, epoch: ids.ULID(), supports: defaultSupports}
 }
 
 // fakeFleet registers n devices and dials each (its challenge read), ready
@@ -63,7 +66,7 @@ func (l *wsLane) fakeFleet(n int) []*fakeDevice {
 	l.t.Helper()
 	var out []*fakeDevice
 	for _, d := range registerFleet(l.t, l.store, n) {
-		fd := &fakeDevice{t: l.t, l: l, id: d.id, priv: d.priv, epoch: ids.ULID(), supports: defaultSupports}
+		fd := l.fake(d)
 		fd.dial()
 		out = append(out, fd)
 	}

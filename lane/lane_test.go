@@ -241,7 +241,7 @@ func TestEnrollFirstRegistrationAndReplay(t *testing.T) {
 	if again.status != 200 || !bytes.Equal(again.body, first.body) {
 		t.Fatalf("replay: %d %s, want the same 200 %s", again.status, again.body, first.body)
 	}
-	devices, _ := l.store.ListDevices(t.Context(), alice.ID)
+	devices, _ := l.store.ListDevices(t.Context(), alice.ID, store.DevicePage{})
 	if len(devices) != 1 {
 		t.Fatalf("%d device rows after a replay, want 1", len(devices))
 	}
@@ -496,7 +496,7 @@ func TestConcurrentEnrollOverHTTP(t *testing.T) {
 			t.Fatalf("concurrent replays answered %q", bodies)
 		}
 	}
-	if devices, _ := l.store.ListDevices(t.Context(), alice.ID); len(devices) != 2 {
+	if devices, _ := l.store.ListDevices(t.Context(), alice.ID, store.DevicePage{}); len(devices) != 2 {
 		t.Fatalf("%d devices, want 2", len(devices))
 	}
 }

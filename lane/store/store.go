@@ -68,8 +68,10 @@ type Store interface {
 
 	// Device returns a device by id; ErrNotFound if none.
 	Device(ctx context.Context, id string) (Device, error)
-	// ListDevices returns an identity's devices, oldest first.
-	ListDevices(ctx context.Context, ownerID string) ([]Device, error)
+	// ListDevices returns one page of an identity's devices, oldest first
+	// (by creation time, then id). ErrNotFound if page.After names no
+	// device of that owner.
+	ListDevices(ctx context.Context, ownerID string, page DevicePage) ([]Device, error)
 	// RevokeDevice revokes an owner's device; revocation is terminal and a
 	// second revoke is a no-op. ErrNotFound if the owner has no such device.
 	// It also drops the device's lease.
@@ -104,6 +106,17 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the database.
 	Close() error
+}
+
+// DevicePage asks ListDevices for one page, read as one range of the
+// owner's index: never all the devices loaded, then sliced.
+type DevicePage struct {
+	// After is a device id of the owner: the page starts right after it in
+	// the list's order. "" starts at the oldest device.
+	After string
+	// Limit is the most devices returned; 0 returns all that follow
+	// (in-process callers only: the HTTP face always bounds it).
+	Limit int
 }
 
 // Digest is the SHA-256 of a secret (API key or enrollment token).

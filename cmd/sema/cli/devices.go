@@ -10,22 +10,26 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/safetext"
 )
 
 type devicesFlags struct {
 	client clientFlags
 	json   bool
+	online bool
 }
 
 func newDevicesCmd() *cobra.Command {
 	var f devicesFlags
 	c := &cobra.Command{
-		Use:   "devices [--server URL]",
+		Use:   "devices [--online] [--json] [--server URL]",
 		Short: "List your devices: online state, generation, work in flight",
 		Long: "devices lists the devices enrolled with your API key. STATE is online (an executor holds\n" +
 			"the lane now), offline, or revoked; GEN is the connection generation; INFLIGHT the\n" +
-			"instructions running on it. Presence is the answering server's view.",
+			"instructions running on it. Presence is the answering server's view. The lane answers\n" +
+			"in pages (of 500); devices reads them all, oldest first. --online lists only the devices\n" +
+			"connected to the answering server.",
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usageError{fmt.Errorf("devices takes no arguments (to revoke one: sema devices revoke ID)")}
@@ -35,7 +39,8 @@ func newDevicesCmd() *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error { return runDevices(c, f) },
 	}
 	addClientFlags(c, &f.client)
-	c.Flags().BoolVar(&f.json, "json", false, "print the lane's answer as JSON")
+	c.Flags().BoolVar(&f.json, "json", false, "print the lane's answer as JSON (every page in one list)")
+	c.Flags().BoolVar(&f.online, "online", false, "only the devices connected to the answering server")
 	c.AddCommand(newRevokeCmd())
 	return c
 }
@@ -46,13 +51,17 @@ func runDevices(c *cobra.Command, f devicesFlags) error {
 		return err
 	}
 	defer lc.Close()
-	devs, err := lc.Devices(c.Context())
+	devs, err := lc.AllDevices(c.Context(), client.DevicesOptions{Online: f.online})
 	if err != nil {
 		return err
 	}
 	if f.json {
 		b, _ := json.MarshalIndent(api.DeviceList{Devices: devs}, "", "  ")
 		fmt.Fprintf(Stdout, "%s\n", safetext.JSON(b))
+		return nil
+	}
+	if len(devs) == 0 && f.online {
+		fmt.Fprintln(Stderr, "No device is connected to this server.")
 		return nil
 	}
 	if len(devs) == 0 {

@@ -108,9 +108,28 @@ func (s *Store) Device(ctx context.Context, id string) (store.Device, error) {
 	return d, err
 }
 
-// ListDevices returns an owner's devices, oldest first.
-func (s *Store) ListDevices(ctx context.Context, ownerID string) ([]store.Device, error) {
-	rows, err := s.reads.QueryContext(ctx, s.sql(`SELECT `+deviceColumns+` FROM devices WHERE owner_id = ? ORDER BY created_ms, id`), ownerID)
+// ListDevices returns a page of an owner's devices, oldest first: the
+// devices after page.After in (created_ms, id) order, a range of the
+// devices_by_owner index.
+func (s *Store) ListDevices(ctx context.Context, ownerID string, page store.DevicePage) ([]store.Device, error) {
+	query, args := `SELECT `+deviceColumns+` FROM devices WHERE owner_id = ?`, []any{ownerID}
+	if page.After != "" {
+		var created int64
+		err := s.reads.QueryRowContext(ctx, s.sql(`SELECT created_ms FROM devices WHERE id = ? AND owner_id = ?`), page.After, ownerID).Scan(&created)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			return nil, store.ErrNotFound
+		case err != nil:
+			return nil, s.wrap("list devices", err)
+		}
+		// Devices are never deleted, so the cursor's place never moves.
+		query, args = query+` AND (created_ms, id) > (?, ?)`, append(args, created, page.After)
+	}
+	query += ` ORDER BY created_ms, id`
+	if page.Limit > 0 {
+		query, args = query+` LIMIT ?`, append(args, page.Limit)
+	}
+	rows, err := s.reads.QueryContext(ctx, s.sql(query), args...)
 	if err != nil {
 		return nil, s.wrap("list devices", err)
 	}

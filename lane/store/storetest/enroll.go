@@ -135,7 +135,7 @@ func testRegisterReplay(t *testing.T, s Backend) {
 	if err != nil || again.ID != first.ID || created {
 		t.Fatalf("replay = %+v, created %v, %v; want device %s, not created", again, created, err, first.ID)
 	}
-	devices, err := s.ListDevices(ctx(t), alice.ID)
+	devices, err := s.ListDevices(ctx(t), alice.ID, store.DevicePage{})
 	if err != nil || len(devices) != 1 {
 		t.Fatalf("after a replay the owner has %d devices (%v), want 1", len(devices), err)
 	}
@@ -169,7 +169,7 @@ func testRegisterRefusals(t *testing.T, s Backend) {
 		}
 	}
 	for _, who := range []store.Identity{alice, bob} {
-		devices, _ := s.ListDevices(ctx(t), who.ID)
+		devices, _ := s.ListDevices(ctx(t), who.ID, store.DevicePage{})
 		if who.ID == alice.ID && len(devices) != 1 || who.ID == bob.ID && len(devices) != 0 {
 			t.Errorf("%s has %d devices after the refusals", who.Name, len(devices))
 		}
@@ -202,7 +202,7 @@ func testConcurrentDifferentKeys(t *testing.T, s Backend) {
 	if wins != 1 || reuses != n-1 {
 		t.Fatalf("%d wins and %d token_reuse refusals, want 1 and %d", wins, reuses, n-1)
 	}
-	if devices, _ := s.ListDevices(ctx(t), alice.ID); len(devices) != 1 {
+	if devices, _ := s.ListDevices(ctx(t), alice.ID, store.DevicePage{}); len(devices) != 1 {
 		t.Fatalf("%d devices, want 1", len(devices))
 	}
 }
@@ -232,7 +232,7 @@ func testConcurrentSameKey(t *testing.T, s Backend) {
 			t.Fatalf("concurrent replays returned different devices: %q", ids)
 		}
 	}
-	if devices, _ := s.ListDevices(ctx(t), alice.ID); len(devices) != 1 {
+	if devices, _ := s.ListDevices(ctx(t), alice.ID, store.DevicePage{}); len(devices) != 1 {
 		t.Fatalf("%d devices, want 1", len(devices))
 	}
 }
@@ -242,7 +242,7 @@ func testDevicesByOwner(t *testing.T, s Backend) {
 	bob := newIdentity(t, s, "bob")
 	a1, a2 := register(t, s, alice.ID), register(t, s, alice.ID)
 	b1 := register(t, s, bob.ID)
-	got, err := s.ListDevices(ctx(t), alice.ID)
+	got, err := s.ListDevices(ctx(t), alice.ID, store.DevicePage{})
 	if err != nil || len(got) != 2 || got[0].ID != a1.ID || got[1].ID != a2.ID {
 		t.Fatalf("alice's devices = %+v, %v; want %s, %s in order", got, err, a1.ID, a2.ID)
 	}
@@ -252,7 +252,7 @@ func testDevicesByOwner(t *testing.T, s Backend) {
 	if d, _ := s.Device(ctx(t), b1.ID); d.Revoked() {
 		t.Fatal("bob's device was revoked by alice")
 	}
-	none, err := s.ListDevices(ctx(t), "idn_nobody")
+	none, err := s.ListDevices(ctx(t), "idn_nobody", store.DevicePage{})
 	if err != nil || none == nil || len(none) != 0 {
 		t.Fatalf("an unknown owner's devices = %#v, %v; want an empty list", none, err)
 	}

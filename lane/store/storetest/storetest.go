@@ -38,6 +38,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"ConcurrentRegistrationDifferentKeysExactlyOneWins", testConcurrentDifferentKeys},
 		{"ConcurrentRegistrationSameKeyOneRow", testConcurrentSameKey},
 		{"DevicesAreSeenByTheirOwnerOnly", testDevicesByOwner},
+		{"DevicesArePagedInListOrder", testDevicesArePagedInListOrder},
 		{"RevocationIsTerminal", testRevocationIsTerminal},
 		{"LeaseAndGeneration", testLeaseAndGeneration},
 		{"LeaseExpiresByTheDatabaseClock", testLeaseExpiry},

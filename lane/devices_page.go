@@ -1,0 +1,129 @@
+package lane
+
+import (
+	"context"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/lane/store"
+	"github.com/sema-agent/sema/protocol"
+)
+
+// GET /v1/devices is paged: ?limit= devices at most (default
+// defaultDevicePage, at most maxDevicePage), ?after= the next of an earlier
+// answer, ?online=true only the devices connected to this replica.
+const (
+	defaultDevicePage = 500
+	maxDevicePage     = 1000
+)
+
+// deviceQueryKeys is the closed set of GET /v1/devices' query.
+var deviceQueryKeys = []string{"limit", "after", "online"}
+
+// deviceQuery is a parsed GET /v1/devices query.
+type deviceQuery struct {
+	limit  int
+	after  string // a device id of the caller's; "" from the oldest
+	online bool
+}
+
+// parseDeviceQuery reads limit, after and online from a raw query: each at
+// most once, no other key; errors name the key and never echo a value.
+func parseDeviceQuery(raw string) (deviceQuery, *apiError) {
+	q := deviceQuery{limit: defaultDevicePage}
+	field := func(format string, args ...any) (deviceQuery, *apiError) {
+		return q, errorf(http.StatusBadRequest, codeFieldInvalid, format, args...)
+	}
+	values, err := parseQuery(raw)
+	if err != nil {
+		return q, errorf(http.StatusBadRequest, codeBodyShape, "the query string is malformed: %v", err)
+	}
+	for key, v := range values {
+		switch {
+		case !slices.Contains(deviceQueryKeys, key):
+			return q, errorf(http.StatusBadRequest, codeBodyShape, "unknown query parameter %q (the device list takes %s)", clip(key), strings.Join(deviceQueryKeys, ", "))
+		case len(v) > 1:
+			return q, errorf(http.StatusBadRequest, codeBodyShape, "the query parameter %q is given %d times", key, len(v))
+		}
+	}
+	if v, ok := values["limit"]; ok {
+		n, err := parsePositive(v[0])
+		if err != nil || n > maxDevicePage {
+			return field("limit must be an integer from 1 to %d", maxDevicePage)
+		}
+		q.limit = int(n)
+	}
+	if v, ok := values["after"]; ok {
+		if !validDeviceID(v[0]) {
+			return field("after must be the next of an earlier answer (a device id)")
+		}
+		q.after = v[0]
+	}
+	if v, ok := values["online"]; ok {
+		if v[0] != "true" {
+			return field("online must be true (or absent, for every device)")
+		}
+		q.online = true
+	}
+	return q, nil
+}
+
+func validDeviceID(s string) bool {
+	u, ok := strings.CutPrefix(s, ids.Device)
+	return ok && protocol.ValidULID(u)
+}
+
+// devicePage reads one page of an owner's devices with their presence here,
+// and the cursor of the next page: "" when none follows. It reads one
+// device past the page to know. With online, it filters the registry's
+// pages, read maxDevicePage at a time, until it holds limit+1 connected
+// devices or reaches the end: so next is "" exactly when no connected
+// device followed at the time of reading.
+func (s *Server) devicePage(ctx context.Context, ownerID string, q deviceQuery) ([]api.Device, string, error) {
+	chunk := q.limit + 1
+	if q.online {
+		chunk = maxDevicePage
+	}
+	out := make([]api.Device, 0, min(q.limit, 64))
+	after := q.after
+	for {
+		rows, err := s.store.ListDevices(ctx, ownerID, store.DevicePage{After: after, Limit: chunk})
+		if err != nil {
+			return nil, "", err
+		}
+		for _, d := range rows {
+			v := s.deviceWithPresence(d)
+			if q.online && !v.Online {
+				continue
+			}
+			if len(out) == q.limit {
+				return out, out[len(out)-1].DeviceID, nil
+			}
+			out = append(out, v)
+		}
+		if len(rows) < chunk {
+			return out, "", nil
+		}
+		after = rows[len(rows)-1].ID
+	}
+}
+
+// deviceWithPresence is a device as listed: with its presence on this
+// replica (§8: presence assumes one replica).
+func (s *Server) deviceWithPresence(d store.Device) api.Device {
+	v := deviceView(d)
+	p := s.Presence(d.ID)
+	v.Inflight = p.Inflight // also while in the reconnect grace
+	if p.Online {
+		v.Online, v.Gen, v.ConnectedSince = true, p.Gen.String(), wireTime(p.ConnectedSince)
+	}
+	return v
+}
+
+// errAfterUnknown answers an after that names no device of the caller's.
+func errAfterUnknown() *apiError {
+	return errorf(http.StatusBadRequest, codeFieldInvalid, "after names no device of yours (pass the next of an earlier answer)")
+}
