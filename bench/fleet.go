@@ -3,7 +3,6 @@ package bench
 import (
 	"context"
 	"crypto/ed25519"
-	"crypto/rand"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/internal/lanetest"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -28,10 +28,7 @@ import (
 // hello, generationAck, and a heartbeat every interval the lane asks for.
 
 // FleetDevice is a registered device and its private key.
-type FleetDevice struct {
-	ID  string
-	Key ed25519.PrivateKey
-}
+type FleetDevice = lanetest.Registered
 
 // RegisterFleet registers n devices of a new identity.
 func RegisterFleet(ctx context.Context, st store.Store, n int) ([]FleetDevice, error) {
@@ -39,24 +36,7 @@ func RegisterFleet(ctx context.Context, st store.Store, n int) ([]FleetDevice, e
 	if err != nil {
 		return nil, err
 	}
-	fleet := make([]FleetDevice, n)
-	for i := range fleet {
-		pub, priv, err := ed25519.GenerateKey(rand.Reader)
-		if err != nil {
-			return nil, err
-		}
-		token := store.DigestOf(fmt.Sprintf("set_fleet_%d_%s", i, ids.ULID()))
-		if _, err := st.CreateEnrollToken(ctx, idn.ID, token, time.Hour); err != nil {
-			return nil, err
-		}
-		d, _, err := st.RegisterDevice(ctx, store.Registration{TokenDigest: token, IdentityID: idn.ID,
-			PublicKey: pub, PlatformOS: "linux", PlatformArch: "amd64", WorkspaceRoot: "/fleet"})
-		if err != nil {
-			return nil, err
-		}
-		fleet[i] = FleetDevice{ID: d.ID, Key: priv}
-	}
-	return fleet, nil
+	return lanetest.RegisterDevices(ctx, st, idn.ID, n)
 }
 
 // Handshake is one device's connection: how long from its first dial to
@@ -176,7 +156,7 @@ func handshake(ctx context.Context, wsURL string, hc *http.Client, d FleetDevice
 	if err != nil {
 		return fail("%w", err)
 	}
-	hello.SignatureB64 = base64.StdEncoding.EncodeToString(ed25519.Sign(d.Key, payload))
+	hello.SignatureB64 = base64.StdEncoding.EncodeToString(ed25519.Sign(d.Priv, payload))
 	if err := writeFrame(hctx, ws, hello); err != nil {
 		return fail("hello: %w", err)
 	}
