@@ -44,7 +44,10 @@ func RegisterFleet(ctx context.Context, st store.Store, n int) ([]FleetDevice, e
 // pre-auth caps, §1.2: an executor retries after a pause, so the fleet
 // does), or why it did not get in.
 type Handshake struct {
-	Took    time.Duration
+	Took time.Duration
+	// Admitted is the last attempt's own time, dial to helloAck: the lane's
+	// handshake once the caps let the socket in.
+	Admitted time.Duration
 	Retries int // upgrades answered 503
 	// Redials are dials the lane closed before any answer (its cap on open
 	// HTTP connections, --max-http-conns, closes the surplus at once).
@@ -68,6 +71,7 @@ func ConnectFleet(ctx context.Context, wsURL string, fleet []FleetDevice, source
 			t0 := time.Now()
 			h := &out[i]
 			for {
+				ta := time.Now()
 				ws, ack, err := handshake(ctx, wsURL, clients[i%len(clients)], d)
 				if (errors.Is(err, errBusy) || errors.Is(err, errClosed)) && time.Since(t0) < handshakeTimeout {
 					if errors.Is(err, errBusy) {
@@ -78,7 +82,7 @@ func ConnectFleet(ctx context.Context, wsURL string, fleet []FleetDevice, source
 					time.Sleep(busyPause())
 					continue
 				}
-				h.Took, h.Err = time.Since(t0), err
+				h.Took, h.Admitted, h.Err = time.Since(t0), time.Since(ta), err
 				if err == nil {
 					go heartbeat(ctx, ws, ack) // until ctx ends
 				}

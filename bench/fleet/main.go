@@ -85,7 +85,14 @@ func run(ctx context.Context, n int, idle time.Duration, sources, trips int) err
 	if ok == 0 {
 		return fmt.Errorf("no device got in")
 	}
-	fmt.Printf("handshake (dial to helloAck): p50 %s, p99 %s, max %s\n", ms(bench.Quantile(took, 0.5)), ms(bench.Quantile(took, 0.99)), ms(slices.Max(took)))
+	var admitted []time.Duration
+	for _, h := range hs {
+		if h.Err == nil {
+			admitted = append(admitted, h.Admitted)
+		}
+	}
+	fmt.Printf("time to get in (first dial to helloAck, retries included): p50 %s, p99 %s, max %s\n", ms(bench.Quantile(took, 0.5)), ms(bench.Quantile(took, 0.99)), ms(slices.Max(took)))
+	fmt.Printf("handshake once admitted (the last dial to helloAck): p50 %s, p99 %s, max %s\n", ms(bench.Quantile(admitted, 0.5)), ms(bench.Quantile(admitted, 0.99)), ms(slices.Max(admitted)))
 
 	time.Sleep(5 * time.Second) // the activations and the first lease writes settle
 	rss1 := bench.RSS(pid)
