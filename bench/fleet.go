@@ -48,7 +48,7 @@ type Handshake struct {
 	// Admitted is the last attempt's own time, dial to helloAck: the lane's
 	// handshake once the caps let the socket in.
 	Admitted time.Duration
-	Retries int // upgrades answered 503
+	Retries  int // upgrades answered 503
 	// Redials are dials the lane closed before any answer (its cap on open
 	// HTTP connections, --max-http-conns, closes the surplus at once).
 	Redials int
