@@ -106,12 +106,13 @@ func (d *deviceState) sortedCalls() []*Call {
 }
 
 // pump commits queued calls into free in-flight slots (d.mu held) and
-// starts their sends. The commit is crossed here, before the first byte of
-// the instruction frame is written (§5.0, R1): whatever happens to the
-// socket afterwards, the call is never sent again.
+// queues their instruction frames, in issuedSeq order. The commit is
+// crossed here, before the first byte of the instruction frame is written
+// (§5.0, R1): whatever happens to the socket afterwards, the call is never
+// sent again. A write's payload follows from its own goroutine (send.go).
 func (s *Server) pump(d *deviceState) {
 	c := d.conn
-	if c == nil || c.state != connActive {
+	if c == nil || c.state() != connActive {
 		return
 	}
 	for len(d.queue) > 0 && len(d.calls) < s.cfg.MaxInflight {
@@ -126,12 +127,7 @@ func (s *Server) pump(d *deviceState) {
 		call.ceiling = s.cfg.Clock.AfterFunc(time.Duration(call.frame.TimeoutMs)*time.Millisecond+s.cfg.ExecutionGrace, func() {
 			s.ceilingPassed(d, call)
 		})
-		frame := call.frame
-		s.handlers.Add(1)
-		go func() {
-			defer s.handlers.Done()
-			c.sendInstruction(call, frame)
-		}()
+		c.sendInstruction(call)
 	}
 }
 
@@ -167,7 +163,7 @@ func (s *Server) cancel(c *Call) {
 // in-flight work (R15), so it still takes cancels.
 func (s *Server) deliverCancel(d *deviceState, c *Call) {
 	conn := d.conn
-	if conn == nil || !conn.takesCancels() || c.frame.Gen != conn.gen || c.cancelGen == conn.gen {
+	if conn == nil || !conn.state().takesCancels() || c.frame.Gen != conn.gen || c.cancelGen == conn.gen {
 		return
 	}
 	c.cancelGen = conn.gen
@@ -182,35 +178,20 @@ func (s *Server) deliverCancel(d *deviceState, c *Call) {
 				"the device did not answer a cancel within %v; the command may have run", s.cfg.CancelGrace))
 		}
 	})
-	frame := &protocol.Cancel{Gen: conn.gen, InstructionID: c.ID}
-	s.handlers.Add(1)
-	go func() {
-		defer s.handlers.Done()
-		<-c.sent // never overtake the instruction frame
-		conn.write(frame)
-	}()
+	// Queued after the call's instruction frame, it cannot overtake it.
+	conn.send(&protocol.Cancel{Gen: conn.gen, InstructionID: c.ID})
 }
 
 // cancelRemote tells the device to stop work the lane has written off
 // (best effort: the answer will only hit the settled memo).
 func (s *Server) cancelRemote(d *deviceState, c *Call) {
 	conn := d.conn
-	if conn == nil || !conn.takesCancels() || c.frame.Gen != conn.gen || c.cancelGen == conn.gen {
+	if conn == nil || !conn.state().takesCancels() || c.frame.Gen != conn.gen || c.cancelGen == conn.gen {
 		return
 	}
 	c.cancelGen = conn.gen
-	frame := &protocol.Cancel{Gen: conn.gen, InstructionID: c.ID}
-	s.handlers.Add(1)
-	go func() {
-		defer s.handlers.Done()
-		<-c.sent
-		conn.write(frame)
-	}()
+	conn.send(&protocol.Cancel{Gen: conn.gen, InstructionID: c.ID})
 }
-
-// takesCancels reports whether cancels may be written to the connection
-// (d.mu held): once generationAck opened it, and through a goodbye.
-func (c *conn) takesCancels() bool { return c.state == connActive || c.state == connLeaving }
 
 // startGrace starts the reconnect grace for a device left without a
 // connection (d.mu held). When it runs out the books close (R4).
@@ -261,9 +242,9 @@ func (s *Server) Presence(deviceID string) Presence {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p := Presence{Inflight: len(d.calls)}
-	if c := d.conn; c != nil && (c.state == connActive || c.state == connAwaitingAck || c.state == connLeaving) {
+	if c := d.conn; c != nil && c.state().online() {
 		p.Online, p.Gen, p.ConnectedSince = true, c.gen, c.connectedAt
-		p.Leaving = c.state == connLeaving
+		p.Leaving = c.state() == connLeaving
 	}
 	return p
 }
