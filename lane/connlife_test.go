@@ -1,48 +1,30 @@
 package lane
 
 import (
-	"bytes"
 	"io"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"go.uber.org/goleak"
 
+	"github.com/sema-agent/sema/internal/syncbuf"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
 
 // The connection's life through its state machine, on real sockets.
 
-// logBuffer collects a lane's log lines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-func withLog(b *logBuffer) func(*Config) {
+// withLog sends the lane's log to b.
+func withLog(b *syncbuf.Buffer) func(*Config) {
 	return func(c *Config) { c.Logger = slog.New(slog.NewTextHandler(b, nil)) }
 }
 
 // An illegal transition raised on a live connection is refused loudly: an
 // error in the lane's log, and the state does not move.
 func TestIllegalTransitionIsRefusedLoudly(t *testing.T) {
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	l := newWSLane(t, withLog(&logs))
 	fd := l.enroll()
 	fd.establish()
@@ -108,15 +90,10 @@ func TestHelloVerifiedAfterTheDeadlineAttachesNothing(t *testing.T) {
 	hooks := &hookStore{}
 	l := newWSLane(t, withHooks(hooks))
 	fd := l.enroll()
-	entered, release := make(chan struct{}), make(chan struct{})
-	hooks.setAcquiredHook(func(store.LeaseRequest) { close(entered); <-release })
-	fd.dial()
-	fd.send(fd.helloFrame())
-	<-entered // the lease is taken; the attach is about to move the state
+	release := holdHelloAtItsLease(hooks, fd) // the attach is about to move the state
 	l.clk.Advance(l.srv.cfg.HandshakeDeadline)
 	eventually(t, "the deadline passed", func() bool { return len(l.auditReasons("device.handshake_timeout", "")) == 1 })
-	hooks.setAcquiredHook(nil)
-	close(release)
+	release()
 	fd.expectClosed()
 	none[*protocol.HelloAck](t, fd.pending, "a helloAck after the deadline", nil)
 	if n := len(l.auditReasons("device.connected", fd.id)); n != 0 {
@@ -126,6 +103,20 @@ func TestHelloVerifiedAfterTheDeadlineAttachesNothing(t *testing.T) {
 		t.Fatal("a timed-out socket became the device's connection")
 	}
 	fd.establish() // the lease was released: nothing holds the device
+}
+
+// holdHelloAtItsLease dials and says hello, and returns once the lane has
+// taken the hello's lease, holding it there until release is called.
+func holdHelloAtItsLease(hooks *hookStore, fd *fakeDevice) (release func()) {
+	entered, held := make(chan struct{}), make(chan struct{})
+	hooks.setAcquiredHook(func(store.LeaseRequest) { close(entered); <-held })
+	fd.dial()
+	fd.send(fd.helloFrame())
+	<-entered
+	return func() {
+		hooks.setAcquiredHook(nil)
+		close(held)
+	}
 }
 
 // Closing a connection leaves no goroutine behind, however it ends: its

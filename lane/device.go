@@ -5,9 +5,10 @@ import (
 	"slices"
 	"sync"
 
+	"time"
+
 	"github.com/sema-agent/sema/internal/clock"
 	"github.com/sema-agent/sema/protocol"
-	"time"
 )
 
 // deviceState is everything this replica holds for one device: its current
@@ -162,11 +163,9 @@ func (s *Server) cancel(c *Call) {
 // reconnect replays it. A connection that said goodbye still runs its
 // in-flight work (R15), so it still takes cancels.
 func (s *Server) deliverCancel(d *deviceState, c *Call) {
-	conn := d.conn
-	if conn == nil || !conn.state().takesCancels() || c.frame.Gen != conn.gen || c.cancelGen == conn.gen {
+	if !s.cancelRemote(d, c) {
 		return
 	}
-	c.cancelGen = conn.gen
 	if c.cancelTimer != nil {
 		c.cancelTimer.Stop()
 	}
@@ -178,19 +177,21 @@ func (s *Server) deliverCancel(d *deviceState, c *Call) {
 				"the device did not answer a cancel within %v; the command may have run", s.cfg.CancelGrace))
 		}
 	})
-	// Queued after the call's instruction frame, it cannot overtake it.
-	conn.send(&protocol.Cancel{Gen: conn.gen, InstructionID: c.ID})
 }
 
-// cancelRemote tells the device to stop work the lane has written off
-// (best effort: the answer will only hit the settled memo).
-func (s *Server) cancelRemote(d *deviceState, c *Call) {
+// cancelRemote queues a cancel on the current connection, at most once per
+// generation (d.mu held), and reports whether it did. Alone it tells the
+// device to stop work the lane has written off (best effort: the answer
+// will only hit the settled memo). Queued after the call's instruction
+// frame, a cancel cannot overtake it.
+func (s *Server) cancelRemote(d *deviceState, c *Call) bool {
 	conn := d.conn
 	if conn == nil || !conn.state().takesCancels() || c.frame.Gen != conn.gen || c.cancelGen == conn.gen {
-		return
+		return false
 	}
 	c.cancelGen = conn.gen
 	conn.send(&protocol.Cancel{Gen: conn.gen, InstructionID: c.ID})
+	return true
 }
 
 // startGrace starts the reconnect grace for a device left without a

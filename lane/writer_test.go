@@ -11,6 +11,7 @@ import (
 	"github.com/coder/websocket"
 	"go.uber.org/goleak"
 
+	"github.com/sema-agent/sema/internal/syncbuf"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -142,7 +143,7 @@ func TestStuckDeviceIsClosedAfterTheWriteTimeout(t *testing.T) {
 // reading side goes on meanwhile: an acknowledgement never waits on the
 // socket.
 func TestFullQueueClosesTheConnection(t *testing.T) {
-	var logs logBuffer
+	var logs syncbuf.Buffer
 	l := newWSLane(t, withLog(&logs), func(c *Config) { c.WriteTimeout = time.Hour })
 	fd := l.enroll()
 	fd.establish()
