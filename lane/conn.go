@@ -37,9 +37,12 @@ type conn struct {
 	lastFrame   atomic.Int64   // unix nanoseconds on the lane clock
 
 	// Set by the handshake before the attach, then read-only. dev is
-	// stored just before the attach moves the state (nil again if the
-	// deadline won), so whoever sees an attached state sees the device.
+	// stored just before the attach moves the state, so whoever sees an
+	// attached state sees the device. attached says the attach took (the
+	// deadline can still prevent it); cleanup reads it once the handshake
+	// goroutine that set it has ended.
 	dev         atomic.Pointer[deviceState]
+	attached    bool
 	deviceID    string
 	epoch       string
 	supports    map[protocol.InstructionKind]bool
@@ -395,8 +398,8 @@ func (s *Server) attach(c *conn, d *deviceState, epoch string) (attached bool, _
 		// The handshake deadline closed the socket while the hello was
 		// verified: nothing is attached and the lease just taken goes. (A
 		// stale socket it took the lease over from loses it too: its next
-		// renewal finds the lease lost and closes it.)
-		c.dev.Store(nil)
+		// renewal finds the lease lost and closes it.) Frames read
+		// meanwhile meet d.conn != c: void (R9).
 		s.releaseLease(d.id, c.holder)
 		return false, ""
 	}
@@ -426,7 +429,7 @@ func (s *Server) attach(c *conn, d *deviceState, epoch string) (attached bool, _
 		watermarks[call.ID] = call.ackedTo
 	}
 	d.epoch = epoch
-	d.conn = c
+	d.conn, c.attached = c, true
 	c.connectedAt, c.leaseRenewed = s.cfg.Clock.Now(), s.cfg.Clock.Now()
 	s.leavePreAuth(c)
 	c.scheduleLiveness()
@@ -488,7 +491,7 @@ func (c *conn) cleanup() {
 	c.handshaking.Wait()
 	<-c.w.done
 	d := c.dev.Load()
-	if d == nil {
+	if d == nil || !c.attached { // never attached, or the deadline won and the attach undid itself
 		c.to(evEnd)
 		return
 	}
