@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"sync"
-
 	"time"
 
 	"github.com/sema-agent/sema/internal/clock"

@@ -235,11 +235,12 @@ func (s *Server) handleChunk(c *conn, ch *protocol.Chunk) {
 			call.ackedTo = upTo
 		}
 	}
-	watermark := call.ackedTo
-	d.mu.Unlock()
 	if advanced || len(delivered) == 0 {
-		c.send(&protocol.ChunkAck{Gen: c.gen, InstructionID: ch.InstructionID, UpToStreamSeq: watermark})
+		// Queued under d.mu, as releaseAck's are: the watermarks go out in
+		// the order they were decided, never a lower one after a higher.
+		c.send(&protocol.ChunkAck{Gen: c.gen, InstructionID: ch.InstructionID, UpToStreamSeq: call.ackedTo})
 	}
+	d.mu.Unlock()
 }
 
 // releaseAck acknowledges output up to upTo — what had been pushed when the
@@ -254,9 +255,8 @@ func (s *Server) releaseAck(call *Call, upTo int64) {
 		return
 	}
 	call.ackedTo = upTo
-	frame := &protocol.ChunkAck{Gen: conn.gen, InstructionID: call.ID, UpToStreamSeq: call.ackedTo}
+	conn.send(&protocol.ChunkAck{Gen: conn.gen, InstructionID: call.ID, UpToStreamSeq: call.ackedTo})
 	d.mu.Unlock()
-	conn.send(frame)
 }
 
 // gapTimer runs while chunks wait behind a missing streamSeq; progress
