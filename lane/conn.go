@@ -104,7 +104,6 @@ func (c *conn) auditPreAuthFrame(reason string) {
 
 // serve runs one socket from open to close: challenge, handshake, frames.
 func (c *conn) serve() {
-	go c.writeLoop() // ends when the connection closes; cleanup waits for it
 	defer c.cleanup()
 	nonce := make([]byte, 32)
 	rand.Read(nonce)
@@ -489,7 +488,8 @@ func (c *conn) cleanup() {
 	// as the device's connection: wait for it, so that what it attached is
 	// undone below rather than left behind.
 	c.handshaking.Wait()
-	<-c.w.done
+	c.w.loops.Wait() // close shut the writer: no loop starts any more
+	c.ws.CloseNow()
 	d := c.dev.Load()
 	if d == nil || !c.attached { // never attached, or the deadline won and the attach undid itself
 		c.to(evEnd)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/sema-agent/sema/internal/clock"
@@ -20,8 +21,11 @@ type deviceState struct {
 	conn  *conn  // the current connection (lease held), or nil
 	epoch string // the epoch of the last accepted hello
 	calls map[string]*Call
-	queue []*Call
-	grace clock.Timer // the reconnect grace, while there is no connection
+	// inflight is len(calls), readable without mu: a connection's write
+	// loop parks only when it is zero (writer.go).
+	inflight atomic.Int32
+	queue    []*Call
+	grace    clock.Timer // the reconnect grace, while there is no connection
 }
 
 func (s *Server) device(id string) *deviceState {
@@ -69,6 +73,10 @@ func (s *Server) settle(d *deviceState, c *Call, state protocol.InstructionState
 		}
 	}
 	delete(d.calls, c.ID)
+	d.inflight.Store(int32(len(d.calls)))
+	if len(d.calls) == 0 && d.conn != nil {
+		d.conn.w.signal() // its write loop may park now
+	}
 	if i := slices.Index(d.queue, c); i >= 0 {
 		d.queue = slices.Delete(d.queue, i, i+1)
 	}
@@ -123,6 +131,7 @@ func (s *Server) pump(d *deviceState) {
 		call.frame.Gen, call.frame.IssuedSeq = c.gen, c.issuedSeq
 		call.stream = newStream(call.Kind, s.cfg.ReorderEntries, s.cfg.ReorderBytes)
 		d.calls[call.ID] = call
+		d.inflight.Store(int32(len(d.calls)))
 		// R12: the server's backstop; it keeps running through disconnects.
 		call.ceiling = s.cfg.Clock.AfterFunc(time.Duration(call.frame.TimeoutMs)*time.Millisecond+s.cfg.ExecutionGrace, func() {
 			s.ceilingPassed(d, call)

@@ -33,6 +33,14 @@ import (
 // connection lives; when the queue cannot take one, see send and
 // sendPayload for who waits and who closes.
 //
+// The write loop lives while the connection has work: it is started by the
+// first frame queued to a connection that has none running, and it parks
+// (returns) once its queue is empty and no instruction is in flight on the
+// device. While calls are in flight it stays, whatever the traffic, so a
+// frame never costs a goroutine; an idle device costs none (its reader is
+// its only goroutine), which keeps the idle connection small. At most one
+// loop runs per connection: the socket has one writer.
+//
 // coder/websocket flushes each message to the socket as it is written, so
 // a batch taken from the queue costs one lock and one wake-up but still one
 // write call per frame; the queue hands the loop every frame that is
@@ -83,13 +91,14 @@ type writer struct {
 	queue    []outFrame
 	payloads int // payload frames queued or being written
 	bound    int
-	wake     chan struct{} // capacity 1: the loop has something to do
-	room     chan struct{} // closed when a payload frame was written; nil while nobody waits
-	done     chan struct{} // closed once the loop has returned and the socket is closed
+	running  bool           // a write loop runs
+	loops    sync.WaitGroup // the write loops started; cleanup waits for them
+	wake     chan struct{}  // capacity 1: the loop has something to do
+	room     chan struct{}  // closed when a payload frame was written; nil while nobody waits
 }
 
 func (w *writer) init(bound int) {
-	w.bound, w.wake, w.done = bound, make(chan struct{}, 1), make(chan struct{})
+	w.bound, w.wake = bound, make(chan struct{}, 1)
 }
 
 func (w *writer) signal() {
@@ -101,24 +110,43 @@ func (w *writer) signal() {
 
 // put queues f. It reports false, and releases f, when the writer takes
 // nothing more, or when a control frame finds the queue at its bound
-// (full is then true).
-func (w *writer) put(f outFrame, last bool) (ok, full bool) {
+// (full is then true). start says no loop runs: the caller starts one
+// (counted in loops here, before the writer can be shut and waited for).
+func (w *writer) put(f outFrame, last bool) (ok, full, start bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
 	case w.state != writerOpen:
 		f.release()
-		return false, false
+		return false, false, false
 	case !f.payload && len(w.queue) >= w.bound:
 		f.release()
-		return false, true
+		return false, true, false
 	}
 	w.queue = append(w.queue, f)
 	if last {
 		w.state = writerFinishing
 	}
-	w.signal()
-	return true, false
+	if w.running {
+		w.signal()
+		return true, false, false
+	}
+	w.running = true
+	w.loops.Add(1)
+	return true, false, true
+}
+
+// park ends the running loop if nothing is queued and the connection is
+// idle (computed by the loop before: a frame queued since is seen here, and
+// one queued after starts a new loop).
+func (w *writer) park(idle bool) bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !idle || len(w.queue) > 0 || w.state != writerOpen {
+		return false
+	}
+	w.running = false
+	return true
 }
 
 // reservePayload takes a place in the payload window for a frame about to
@@ -185,15 +213,15 @@ func (w *writer) shut() {
 	w.signal()
 }
 
-// writeLoop is the connection's write goroutine, started by serve and
-// waited for by cleanup. It ends when a write fails, when the connection
-// is closed, or after the last frame (bye, helloReject); it then closes
-// the socket, which also ends the reader.
+// writeLoop is the connection's write goroutine, started by the frame that
+// finds none running (enqueue) and waited for by cleanup. It parks when the
+// connection is idle; it ends when a write fails or the connection is
+// closed, and after the last frame (bye, helloReject), when it ends the
+// connection's context: the reader's read ends with it, which closes the
+// socket, and cleanup runs.
 func (c *conn) writeLoop() {
 	w := &c.w
-	defer close(w.done)
-	defer c.ws.CloseNow()
-	defer c.cancel()
+	defer w.loops.Done()
 	var batch []outFrame
 	for {
 		var last bool
@@ -211,10 +239,14 @@ func (c *conn) writeLoop() {
 			batch = nil
 		}
 		if last {
+			c.cancel()
 			return
 		}
 		if len(batch) > 0 {
 			continue // more may have been queued meanwhile
+		}
+		if w.park(c.idle()) {
+			return
 		}
 		select {
 		case <-w.wake:
@@ -261,7 +293,7 @@ func (c *conn) queue(f frameMarshaler, last bool) bool {
 		c.unencodable(err)
 		return false
 	}
-	ok, full := c.w.put(outFrame{b: b}, last)
+	ok, full := c.enqueue(outFrame{b: b}, last)
 	if full {
 		c.srv.log.Warn("lane: the device is not reading its socket; closing it", "device", c.deviceID, "queued", c.w.bound)
 		c.close()
@@ -297,8 +329,25 @@ func (c *conn) sendPart(p *protocol.Payload) bool {
 		c.unencodable(err)
 		return false
 	}
-	ok, _ := c.w.put(outFrame{b: b, pooled: buf, payload: true}, false)
+	ok, _ := c.enqueue(outFrame{b: b, pooled: buf, payload: true}, false)
 	return ok
+}
+
+// enqueue puts f in the writer's queue and starts the write loop if none
+// runs.
+func (c *conn) enqueue(f outFrame, last bool) (ok, full bool) {
+	ok, full, start := c.w.put(f, last)
+	if start {
+		go c.writeLoop()
+	}
+	return ok, full
+}
+
+// idle reports whether the connection has no instruction in flight: its
+// write loop may park. Before the attach there is none.
+func (c *conn) idle() bool {
+	d := c.dev.Load()
+	return d == nil || d.inflight.Load() == 0
 }
 
 // unencodable closes a connection on which a frame could not be encoded: a

@@ -190,3 +190,29 @@ func TestNoGoroutinePerFrame(t *testing.T) {
 	}
 	goleak.VerifyNone(t, before)
 }
+
+// An idle connection has no write loop (its reader is its only goroutine);
+// the first frame queued starts one, which stays while an instruction is
+// in flight and parks once none is.
+func TestTheWriteLoopLivesWhileTheConnectionHasWork(t *testing.T) {
+	l := newWSLane(t)
+	fd := l.enroll()
+	fd.establish()
+	c := l.current(fd.id)
+	running := func() bool {
+		c.w.mu.Lock()
+		defer c.w.mu.Unlock()
+		return c.w.running
+	}
+	eventually(t, "the idle connection's write loop parked", func() bool { return !running() })
+	call := l.dispatch(fd, execInstr("true"))
+	fd.instructionFor(call.ID)
+	fd.barrier() // the loop has written everything queued
+	if !running() {
+		t.Fatal("the write loop parked with an instruction in flight")
+	}
+	fd.answerExec(call.ID, 0)
+	settled(t, call)
+	eventually(t, "the write loop parked once nothing was in flight", func() bool { return !running() })
+	fd.barrier() // a frame starts it again
+}
