@@ -20,9 +20,9 @@ import (
 )
 
 // conn is one WebSocket from a device. The handler goroutine that accepted
-// it owns it: it reads the socket, starts the write loop (writer.go) and
-// waits for it; everything else only queues frames. Its state machine is
-// connstate.go.
+// it owns it: it reads the socket and, in cleanup, waits for the write loop
+// (writer.go), which the first frame queued starts; everything else only
+// queues frames. Its state machine is connstate.go.
 type conn struct {
 	srv    *Server
 	ws     *websocket.Conn

@@ -9,13 +9,14 @@ import (
 	"github.com/sema-agent/sema/protocol"
 )
 
-// The socket's only writer: one goroutine per connection drains a bounded
-// queue of encoded frames, in the order they were queued (the executor's
+// The socket's only writer: one goroutine per connection (at most one,
+// see below) drains a bounded queue of encoded frames, in the order they
+// were queued (the executor's
 // writeLoop, yamux's sendLoop). Producers encode and queue; they never
 // write, never wait for a write, and never hold the device's lock while the
 // socket is written. The order of the queue is the order of §2:
 //
-//   - challenge is queued before the reader starts, helloAck under the
+//   - challenge is queued before the first read, helloAck under the
 //     device's lock in the same step that attaches the connection, so it
 //     precedes every ack and every dispatch (§1.5);
 //   - instruction frames are queued by pump under the device's lock, in
@@ -30,8 +31,8 @@ import (
 // Each write is bounded by Config.WriteTimeout: a device that does not
 // take a frame in that time is closed, and its in-flight work takes the
 // disconnect path (reconnect grace, R4). A frame is never dropped while the
-// connection lives; when the queue cannot take one, see send and
-// sendPayload for who waits and who closes.
+// connection lives; when the queue cannot take one, see send and sendPart
+// for who waits and who closes.
 //
 // The write loop lives while the connection has work: it is started by the
 // first frame queued to a connection that has none running, and it parks
