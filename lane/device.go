@@ -171,9 +171,12 @@ func (s *Server) cancel(c *Call) {
 // reconnect replays it. A connection that said goodbye still runs its
 // in-flight work (R15), so it still takes cancels.
 func (s *Server) deliverCancel(d *deviceState, c *Call) {
-	if !s.cancelRemote(d, c) {
+	conn := cancelTo(d, c)
+	if conn == nil {
 		return
 	}
+	// The grace restarts before the cancel is queued: the write loop may
+	// put it on the wire before d.mu is released.
 	if c.cancelTimer != nil {
 		c.cancelTimer.Stop()
 	}
@@ -185,21 +188,33 @@ func (s *Server) deliverCancel(d *deviceState, c *Call) {
 				"the device did not answer a cancel within %v; the command may have run", s.cfg.CancelGrace))
 		}
 	})
+	sendCancel(conn, c)
 }
 
-// cancelRemote queues a cancel on the current connection, at most once per
-// generation (d.mu held), and reports whether it did. Alone it tells the
-// device to stop work the lane has written off (best effort: the answer
-// will only hit the settled memo). Queued after the call's instruction
-// frame, a cancel cannot overtake it.
-func (s *Server) cancelRemote(d *deviceState, c *Call) bool {
+// cancelRemote tells the device to stop work the lane has written off
+// (best effort: the answer will only hit the settled memo; d.mu held).
+func (s *Server) cancelRemote(d *deviceState, c *Call) {
+	if conn := cancelTo(d, c); conn != nil {
+		sendCancel(conn, c)
+	}
+}
+
+// cancelTo is the connection a cancel of c may be queued on now (d.mu
+// held): the current one, if it takes cancels, holds c's generation, and
+// was not sent one for c yet (at most once per generation). Else nil.
+func cancelTo(d *deviceState, c *Call) *conn {
 	conn := d.conn
 	if conn == nil || !conn.state().takesCancels() || c.frame.Gen != conn.gen || c.cancelGen == conn.gen {
-		return false
+		return nil
 	}
+	return conn
+}
+
+// sendCancel queues a cancel of c (d.mu held). Queued after the call's
+// instruction frame, it cannot overtake it.
+func sendCancel(conn *conn, c *Call) {
 	c.cancelGen = conn.gen
 	conn.send(&protocol.Cancel{Gen: conn.gen, InstructionID: c.ID})
-	return true
 }
 
 // startGrace starts the reconnect grace for a device left without a
