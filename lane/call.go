@@ -108,7 +108,6 @@ type Call struct {
 	resultSeq   int64 // highest deviceSeq seen; -1 for none
 	ackedTo     int64 // the chunkAck watermark sent; -1 for none
 	droppedFrom int64 // the first streamSeq the delivery bound dropped; -1 for none
-	sent        chan struct{}
 	ceiling     clock.Timer
 	gapTimer    clock.Timer
 	cancelTimer clock.Timer

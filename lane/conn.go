@@ -19,20 +19,10 @@ import (
 	"github.com/sema-agent/sema/protocol"
 )
 
-// connState is where a connection is in its life. Transitions happen under
-// the device's lock once the connection is attached to its device.
-type connState int
-
-const (
-	connHandshaking connState = iota // challenge sent, no hello verified yet
-	connAwaitingAck                  // helloAck sent, waiting for generationAck
-	connActive                       // dispatching
-	connLeaving                      // the device said goodbye: collect, dispatch nothing
-	connClosed                       // superseded, revoked, drained or dropped
-)
-
 // conn is one WebSocket from a device. The handler goroutine that accepted
-// it owns it and reads it; writes come from anywhere under writeMu.
+// it owns it: it reads the socket and, in cleanup, waits for the write loop
+// (writer.go), which the first frame queued starts; everything else only
+// queues frames. Its state machine is connstate.go.
 type conn struct {
 	srv    *Server
 	ws     *websocket.Conn
@@ -40,75 +30,53 @@ type conn struct {
 	remote string
 	nonce  string
 
-	handshakeDone atomic.Bool
-	verifying     atomic.Bool
-	handshaking   sync.WaitGroup // the hello's verification, while it runs
-	inPreAuth     bool           // counted against the pre-auth caps
-	preAuthLeft   atomic.Bool    // the pre-auth slot was released
-	lastFrame     atomic.Int64   // unix nanoseconds on the lane clock
+	phase       connPhase      // moves only through step (connstate.go)
+	handshaking sync.WaitGroup // the hello's verification, while it runs
+	inPreAuth   bool           // counted against the pre-auth caps
+	preAuthLeft atomic.Bool    // the pre-auth slot was released
+	lastFrame   atomic.Int64   // unix nanoseconds on the lane clock
 
-	// Set by the handshake, then read-only.
-	dev         *deviceState
+	// Set by the handshake before the attach, then read-only. dev is
+	// stored just before the attach moves the state, so whoever sees an
+	// attached state sees the device. attached says the attach took (the
+	// deadline can still prevent it); cleanup reads it once the handshake
+	// goroutine that set it has ended.
+	dev         atomic.Pointer[deviceState]
+	attached    bool
 	deviceID    string
 	epoch       string
 	supports    map[protocol.InstructionKind]bool
 	connectedAt time.Time
 
 	// Under dev.mu.
-	state        connState
 	gen          protocol.Gen
 	issuedSeq    int64
 	liveness     clock.Timer
 	goodbyeTimer clock.Timer
 	leaseRenewed time.Time
 
-	writeMu   sync.Mutex
+	w         writer
 	closeOnce sync.Once
 	ctx       context.Context
 	cancel    context.CancelFunc
 }
 
+// state is the connection's state; under dev.mu it is stable once the
+// connection is attached (every later event is applied under dev.mu).
+func (c *conn) state() connState { return c.phase.load() }
+
+// to applies an event the lane itself raises; an illegal one is a bug in
+// the lane, logged loudly, and the state does not move.
+func (c *conn) to(ev connEvent) (from, next connState, err error) {
+	from, next, err = c.phase.to(ev)
+	if err != nil {
+		c.srv.log.Error("lane: an illegal connection transition was refused", "device", c.deviceID, "err", err)
+	}
+	return from, next, err
+}
+
 // frameMarshaler is any frame of either direction.
 type frameMarshaler interface{ MarshalJSON() ([]byte, error) }
-
-// frameAppender is a frame encoded by hand into a caller's buffer: the
-// payload frames that carry a write's content.
-type frameAppender interface{ AppendJSON([]byte) ([]byte, error) }
-
-// write sends one frame; a socket that cannot take it is closed.
-func (c *conn) write(f frameMarshaler) error {
-	var b []byte
-	var err error
-	if a, ok := f.(frameAppender); ok {
-		buf := messageBuffers.Get()
-		defer messageBuffers.Put(buf)
-		b, err = a.AppendJSON(*buf)
-		*buf = b // keep the grown capacity; Write does not retain b
-	} else {
-		b, err = f.MarshalJSON()
-	}
-	if err != nil {
-		c.srv.log.Error("lane: a frame failed to encode", "device", c.deviceID, "err", err)
-		return err
-	}
-	c.writeMu.Lock()
-	defer c.writeMu.Unlock()
-	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.WriteTimeout)
-	defer cancel()
-	if err := c.ws.Write(ctx, websocket.MessageText, b); err != nil {
-		c.close(websocket.StatusGoingAway, "write failed")
-		return err
-	}
-	return nil
-}
-
-// close ends the socket once; the reader then cleans up.
-func (c *conn) close(code websocket.StatusCode, reason string) {
-	c.closeOnce.Do(func() {
-		c.cancel()
-		go c.ws.Close(code, reason) // the close handshake must not block a lock holder
-	})
-}
 
 func (c *conn) touch() { c.lastFrame.Store(c.srv.cfg.Clock.Now().UnixNano()) }
 
@@ -141,14 +109,9 @@ func (c *conn) serve() {
 	rand.Read(nonce)
 	c.nonce = base64.StdEncoding.EncodeToString(nonce)
 	c.touch()
-	deadline := c.srv.cfg.Clock.AfterFunc(c.srv.cfg.HandshakeDeadline, func() {
-		if !c.handshakeDone.Load() {
-			c.srv.audit(c.ctx, store.AuditEvent{Event: "device.handshake_timeout", RemoteAddr: c.remote})
-			c.close(websocket.StatusPolicyViolation, "handshake deadline")
-		}
-	})
+	deadline := c.srv.cfg.Clock.AfterFunc(c.srv.cfg.HandshakeDeadline, c.handshakeDeadline)
 	defer deadline.Stop()
-	if c.write(&protocol.Challenge{Nonce: c.nonce, ProtocolVersion: protocol.ProtocolVersion}) != nil {
+	if !c.send(&protocol.Challenge{Nonce: c.nonce, ProtocolVersion: protocol.ProtocolVersion}) {
 		return
 	}
 	in := &intake{c: c}
@@ -165,18 +128,35 @@ func (c *conn) serve() {
 		if typ != websocket.MessageText {
 			kind = protocol.BinaryMessage
 		}
-		if !c.handshakeDone.Load() {
-			ok := c.preAuthFrame(kind, data)
+		switch st := c.state(); st {
+		case connHandshaking, connVerifying:
+			ok := c.preAuthFrame(st, kind, data)
 			messageBuffers.Put(buf)
 			if !ok {
 				return
 			}
-			continue
+		case connAwaitingAck, connActive, connLeaving, connClosed:
+			if c.dev.Load() == nil {
+				// Closed before it was attached (rejected, timed out): the
+				// socket closes once helloReject is out; nothing on it is
+				// heard meanwhile.
+				messageBuffers.Put(buf)
+				continue
+			}
+			c.touch()
+			if !in.take(inbound{kind, buf}) {
+				return
+			}
 		}
-		c.touch()
-		if !in.take(inbound{kind, buf}) {
-			return
-		}
+	}
+}
+
+// handshakeDeadline closes a socket whose handshake did not finish in
+// time (§1.2); a handshake that finished first makes it moot.
+func (c *conn) handshakeDeadline() {
+	if from, next, _ := c.to(evDeadline); next != from {
+		c.srv.audit(c.ctx, store.AuditEvent{Event: "device.handshake_timeout", RemoteAddr: c.remote})
+		c.close()
 	}
 }
 
@@ -272,27 +252,37 @@ func (c *conn) established(kind protocol.MessageKind, data []byte) {
 // preAuthFrame handles a frame before the handshake completes (§1.2, §2.4):
 // the first must be a well-formed hello under the pre-auth cap; a malformed
 // frame closes the socket; a frame while the hello is being verified is
-// dropped pre_hello. It reports whether to keep reading.
-func (c *conn) preAuthFrame(kind protocol.MessageKind, data []byte) bool {
+// dropped pre_hello (admit decides). It reports whether to keep reading.
+func (c *conn) preAuthFrame(st connState, kind protocol.MessageKind, data []byte) bool {
 	f, err := protocol.DecodeDeviceFrame(kind, data, protocol.MaxPreAuthFrameBytes)
 	if err != nil {
 		var fe *protocol.FrameError
 		errors.As(err, &fe)
 		c.auditPreAuthFrame(string(fe.Reason))
-		c.close(websocket.StatusPolicyViolation, string(fe.Reason))
+		c.close()
 		return false
 	}
-	if c.verifying.Load() {
-		c.auditPreAuthFrame(string(protocol.GatePreHello)) // one stray frame must not kill a handshake
+	v := admit(st, f.Type(), false)
+	switch v.action {
+	case frameHandle:
+	case frameDrop, frameRepeat:
+		c.auditPreAuthFrame(v.reason)
 		return true
+	case frameClose:
+		c.auditPreAuthFrame(v.reason)
+		c.close()
+		return false
 	}
 	hello, ok := f.(*protocol.Hello)
-	if !ok {
-		c.auditPreAuthFrame(string(protocol.GatePreHello))
-		c.close(websocket.StatusPolicyViolation, string(protocol.GatePreHello))
+	if !ok { // admit handles nothing else before the handshake
+		c.srv.log.Error("lane: admit let a non-hello frame through before the handshake", "type", f.Type())
+		c.close()
 		return false
 	}
-	c.verifying.Store(true) // the nonce is consumed by this hello, verified or not
+	// The nonce is consumed by this hello, verified or not.
+	if _, next, _ := c.to(evHello); next != connVerifying {
+		return false // the deadline closed the socket first
+	}
 	c.srv.handlers.Add(1)
 	c.handshaking.Add(1)
 	go func() {
@@ -303,17 +293,19 @@ func (c *conn) preAuthFrame(kind protocol.MessageKind, data []byte) bool {
 	return true
 }
 
-// reject answers helloReject, audits it, and closes the socket (§1.4).
+// reject answers helloReject as the socket's last frame and audits it
+// (§1.4). A deadline that closed the socket first makes it moot.
 func (c *conn) reject(code protocol.HelloRejectCode, deviceID string) {
+	if from, next, err := c.to(evReject); err != nil || next == from {
+		return
+	}
 	r := &protocol.HelloReject{Code: code}
 	if code == protocol.RejectProtocolVersionUnsupported {
 		v := protocol.MinProtocolVersion
 		r.MinProtocolVersion = &v
 	}
 	c.srv.audit(c.ctx, store.AuditEvent{DeviceID: deviceID, Event: "device.hello_rejected", Reason: string(code), RemoteAddr: c.remote})
-	c.write(r)
-	c.handshakeDone.Store(true)
-	c.close(websocket.StatusNormalClosure, "hello rejected")
+	c.sendLast(r)
 }
 
 // handshake verifies a hello and, if it holds, takes the lease and answers
@@ -360,45 +352,55 @@ func (s *Server) handshake(c *conn, h *protocol.Hello) {
 			c.supports[k] = true
 		}
 	}
-	ack, code := s.attach(c, s.device(dev.ID), h.Epoch)
-	if ack == nil {
+	attached, code := s.attach(c, s.device(dev.ID), h.Epoch)
+	switch {
+	case attached:
+		s.audit(c.ctx, store.AuditEvent{DeviceID: dev.ID, Event: "device.connected", RemoteAddr: c.remote})
+	case code != "":
 		c.reject(code, dev.ID)
-		return
 	}
-	s.audit(c.ctx, store.AuditEvent{DeviceID: dev.ID, Event: "device.connected", RemoteAddr: c.remote})
-	// Nothing else can be written on this socket before helloAck: dispatch
-	// and cancels wait for generationAck, which answers it.
-	c.write(ack)
 }
 
 // attach makes c the device's current connection: it takes the stored
 // lease (superseding a stale previous socket), applies the epoch rule, and
-// returns the helloAck, or the reject code.
-func (s *Server) attach(c *conn, d *deviceState, epoch string) (*protocol.HelloAck, protocol.HelloRejectCode) {
+// queues helloAck. Otherwise it returns the reject code, or none when the
+// handshake deadline closed the socket meanwhile.
+func (s *Server) attach(c *conn, d *deviceState, epoch string) (attached bool, _ protocol.HelloRejectCode) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if s.isDraining() {
 		// Checked again under d.mu: a Shutdown that listed the devices
 		// before this one had state here would never kick it.
-		return nil, protocol.RejectDraining
+		return false, protocol.RejectDraining
 	}
 	old := d.conn
 	takeover := ""
 	if old != nil {
 		if !old.stale() {
-			return nil, protocol.RejectAlreadyConnected
+			return false, protocol.RejectAlreadyConnected
 		}
 		takeover = old.holder
 	}
 	lease, err := s.store.AcquireLease(c.ctx, store.LeaseRequest{DeviceID: d.id, Holder: c.holder, Epoch: epoch, Replica: s.replica, TTL: s.cfg.LeaseTTL, Takeover: takeover})
 	switch {
 	case errors.Is(err, store.ErrRevoked):
-		return nil, protocol.RejectRevoked
+		return false, protocol.RejectRevoked
 	case errors.Is(err, store.ErrLeaseHeld):
-		return nil, protocol.RejectAlreadyConnected
+		return false, protocol.RejectAlreadyConnected
 	case err != nil:
 		s.log.Error("lane: registry unavailable while taking a lease", "device", d.id, "err", err)
-		return nil, protocol.RejectAuthFailed
+		return false, protocol.RejectAuthFailed
+	}
+	c.gen = protocol.Gen(lease.Gen)
+	c.dev.Store(d)
+	if _, next, _ := c.to(evAttach); next != connAwaitingAck {
+		// The handshake deadline closed the socket while the hello was
+		// verified: nothing is attached and the lease just taken goes. (A
+		// stale socket it took the lease over from loses it too: its next
+		// renewal finds the lease lost and closes it.) Frames read
+		// meanwhile meet d.conn != c: void (R9).
+		s.releaseLease(d.id, c.holder)
+		return false, ""
 	}
 	if old != nil {
 		// R13 superseded: the old socket is told and closed; its frames are
@@ -406,7 +408,7 @@ func (s *Server) attach(c *conn, d *deviceState, epoch string) (*protocol.HelloA
 		s.drop(d, old, protocol.ByeSuperseded)
 	}
 	d.stopGrace()
-	gen := protocol.Gen(lease.Gen)
+	gen := c.gen
 	if d.epoch != "" && d.epoch != epoch {
 		// R3: a new epoch abandons everything in flight, before helloAck.
 		for _, call := range d.sortedCalls() {
@@ -426,19 +428,21 @@ func (s *Server) attach(c *conn, d *deviceState, epoch string) (*protocol.HelloA
 		watermarks[call.ID] = call.ackedTo
 	}
 	d.epoch = epoch
-	d.conn = c
-	c.dev, c.gen, c.state = d, gen, connAwaitingAck
+	d.conn, c.attached = c, true
 	c.connectedAt, c.leaseRenewed = s.cfg.Clock.Now(), s.cfg.Clock.Now()
-	c.handshakeDone.Store(true)
 	s.leavePreAuth(c)
 	c.scheduleLiveness()
-	return &protocol.HelloAck{
+	// Queued here, under d.mu, in the step that attached c: no ack and no
+	// dispatch can be queued before it (dispatch and cancels also wait for
+	// generationAck, which answers it).
+	c.send(&protocol.HelloAck{
 		HeartbeatIntervalMs: s.cfg.HeartbeatInterval.Milliseconds(),
 		MaxInflight:         s.cfg.MaxInflight,
 		Gen:                 gen,
 		PendingInstructions: pending,
 		ChunkWatermarks:     watermarks,
-	}, ""
+	})
+	return true, ""
 }
 
 // scheduleLiveness arms the R14 deadline (d.mu held): when no frame came for
@@ -446,15 +450,15 @@ func (s *Server) attach(c *conn, d *deviceState, epoch string) (*protocol.HelloA
 // deadline, and the timer is armed again from it.
 func (c *conn) scheduleLiveness() {
 	c.liveness = c.srv.cfg.Clock.AfterFunc(c.livenessLimit()-c.silence(), func() {
-		d := c.dev
+		d := c.dev.Load()
 		d.mu.Lock()
 		defer d.mu.Unlock()
-		if c.ctx.Err() != nil || c.state == connClosed {
+		if c.ctx.Err() != nil || c.state() == connClosed {
 			return
 		}
 		if c.stale() {
 			c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.liveness_lost", RemoteAddr: c.remote})
-			c.close(websocket.StatusGoingAway, "no frame for three heartbeat intervals")
+			c.close()
 			return
 		}
 		c.scheduleLiveness()
@@ -463,34 +467,32 @@ func (c *conn) scheduleLiveness() {
 
 // drop ends a connection with a bye (d.mu held): superseded, revoked or
 // draining (R13).
+// The bye is the socket's last frame; the writer closes it once it is out.
 func (s *Server) drop(d *deviceState, c *conn, reason protocol.ByeReason) {
-	if c.state == connClosed {
+	if from, next, err := c.to(evDrop); err != nil || next == from {
 		return
 	}
-	gen := c.gen
-	c.state = connClosed
 	if d.conn == c {
 		d.conn = nil
 	}
-	s.handlers.Add(1)
-	go func() {
-		defer s.handlers.Done()
-		c.write(&protocol.Bye{Gen: gen, Reason: reason})
-		c.close(websocket.StatusNormalClosure, "bye "+string(reason))
-	}()
+	c.sendLast(&protocol.Bye{Gen: c.gen, Reason: reason})
 }
 
-// cleanup runs when the handler's read loop ends.
+// cleanup runs when the handler's read loop ends: the connection closes,
+// its write loop and its handshake end, and what it attached is undone.
 func (c *conn) cleanup() {
-	c.close(websocket.StatusNormalClosure, "")
+	c.close()
 	s := c.srv
 	s.leavePreAuth(c)
 	// A hello still being verified may yet attach this (now closed) socket
 	// as the device's connection: wait for it, so that what it attached is
 	// undone below rather than left behind.
 	c.handshaking.Wait()
-	d := c.dev
-	if d == nil {
+	c.w.loops.Wait() // close shut the writer: no loop starts any more
+	c.ws.CloseNow()
+	d := c.dev.Load()
+	if d == nil || !c.attached { // never attached, or the deadline won and the attach undid itself
+		c.to(evEnd)
 		return
 	}
 	d.mu.Lock()
@@ -500,7 +502,7 @@ func (c *conn) cleanup() {
 	if c.goodbyeTimer != nil {
 		c.goodbyeTimer.Stop()
 	}
-	c.state = connClosed
+	c.to(evEnd)
 	current := d.conn == c
 	if current {
 		d.conn = nil
@@ -514,5 +516,7 @@ func (c *conn) cleanup() {
 
 func newConn(s *Server, ws *websocket.Conn, remote string) *conn {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &conn{srv: s, ws: ws, holder: ids.New("con_"), remote: remote, ctx: ctx, cancel: cancel}
+	c := &conn{srv: s, ws: ws, holder: ids.New("con_"), remote: remote, ctx: ctx, cancel: cancel}
+	c.w.init(queueBound(s.cfg.MaxInflight))
+	return c
 }

@@ -4,10 +4,11 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
+	"time"
 
 	"github.com/sema-agent/sema/internal/clock"
 	"github.com/sema-agent/sema/protocol"
-	"time"
 )
 
 // deviceState is everything this replica holds for one device: its current
@@ -20,8 +21,11 @@ type deviceState struct {
 	conn  *conn  // the current connection (lease held), or nil
 	epoch string // the epoch of the last accepted hello
 	calls map[string]*Call
-	queue []*Call
-	grace clock.Timer // the reconnect grace, while there is no connection
+	// inflight is len(calls), readable without mu: a connection's write
+	// loop parks only when it is zero (writer.go).
+	inflight atomic.Int32
+	queue    []*Call
+	grace    clock.Timer // the reconnect grace, while there is no connection
 }
 
 func (s *Server) device(id string) *deviceState {
@@ -69,6 +73,10 @@ func (s *Server) settle(d *deviceState, c *Call, state protocol.InstructionState
 		}
 	}
 	delete(d.calls, c.ID)
+	d.inflight.Store(int32(len(d.calls)))
+	if len(d.calls) == 0 && d.conn != nil {
+		d.conn.w.signal() // its write loop may park now
+	}
 	if i := slices.Index(d.queue, c); i >= 0 {
 		d.queue = slices.Delete(d.queue, i, i+1)
 	}
@@ -106,12 +114,13 @@ func (d *deviceState) sortedCalls() []*Call {
 }
 
 // pump commits queued calls into free in-flight slots (d.mu held) and
-// starts their sends. The commit is crossed here, before the first byte of
-// the instruction frame is written (§5.0, R1): whatever happens to the
-// socket afterwards, the call is never sent again.
+// queues their instruction frames, in issuedSeq order. The commit is
+// crossed here, before the first byte of the instruction frame is written
+// (§5.0, R1): whatever happens to the socket afterwards, the call is never
+// sent again. A write's payload follows from its own goroutine (send.go).
 func (s *Server) pump(d *deviceState) {
 	c := d.conn
-	if c == nil || c.state != connActive {
+	if c == nil || c.state() != connActive {
 		return
 	}
 	for len(d.queue) > 0 && len(d.calls) < s.cfg.MaxInflight {
@@ -122,16 +131,12 @@ func (s *Server) pump(d *deviceState) {
 		call.frame.Gen, call.frame.IssuedSeq = c.gen, c.issuedSeq
 		call.stream = newStream(call.Kind, s.cfg.ReorderEntries, s.cfg.ReorderBytes)
 		d.calls[call.ID] = call
+		d.inflight.Store(int32(len(d.calls)))
 		// R12: the server's backstop; it keeps running through disconnects.
 		call.ceiling = s.cfg.Clock.AfterFunc(time.Duration(call.frame.TimeoutMs)*time.Millisecond+s.cfg.ExecutionGrace, func() {
 			s.ceilingPassed(d, call)
 		})
-		frame := call.frame
-		s.handlers.Add(1)
-		go func() {
-			defer s.handlers.Done()
-			c.sendInstruction(call, frame)
-		}()
+		c.sendInstruction(call)
 	}
 }
 
@@ -166,11 +171,12 @@ func (s *Server) cancel(c *Call) {
 // reconnect replays it. A connection that said goodbye still runs its
 // in-flight work (R15), so it still takes cancels.
 func (s *Server) deliverCancel(d *deviceState, c *Call) {
-	conn := d.conn
-	if conn == nil || !conn.takesCancels() || c.frame.Gen != conn.gen || c.cancelGen == conn.gen {
+	conn := cancelTo(d, c)
+	if conn == nil {
 		return
 	}
-	c.cancelGen = conn.gen
+	// The grace restarts before the cancel is queued: the write loop may
+	// put it on the wire before d.mu is released.
 	if c.cancelTimer != nil {
 		c.cancelTimer.Stop()
 	}
@@ -182,35 +188,34 @@ func (s *Server) deliverCancel(d *deviceState, c *Call) {
 				"the device did not answer a cancel within %v; the command may have run", s.cfg.CancelGrace))
 		}
 	})
-	frame := &protocol.Cancel{Gen: conn.gen, InstructionID: c.ID}
-	s.handlers.Add(1)
-	go func() {
-		defer s.handlers.Done()
-		<-c.sent // never overtake the instruction frame
-		conn.write(frame)
-	}()
+	sendCancel(conn, c)
 }
 
 // cancelRemote tells the device to stop work the lane has written off
-// (best effort: the answer will only hit the settled memo).
+// (best effort: the answer will only hit the settled memo; d.mu held).
 func (s *Server) cancelRemote(d *deviceState, c *Call) {
-	conn := d.conn
-	if conn == nil || !conn.takesCancels() || c.frame.Gen != conn.gen || c.cancelGen == conn.gen {
-		return
+	if conn := cancelTo(d, c); conn != nil {
+		sendCancel(conn, c)
 	}
-	c.cancelGen = conn.gen
-	frame := &protocol.Cancel{Gen: conn.gen, InstructionID: c.ID}
-	s.handlers.Add(1)
-	go func() {
-		defer s.handlers.Done()
-		<-c.sent
-		conn.write(frame)
-	}()
 }
 
-// takesCancels reports whether cancels may be written to the connection
-// (d.mu held): once generationAck opened it, and through a goodbye.
-func (c *conn) takesCancels() bool { return c.state == connActive || c.state == connLeaving }
+// cancelTo is the connection a cancel of c may be queued on now (d.mu
+// held): the current one, if it takes cancels, holds c's generation, and
+// was not sent one for c yet (at most once per generation). Else nil.
+func cancelTo(d *deviceState, c *Call) *conn {
+	conn := d.conn
+	if conn == nil || !conn.state().takesCancels() || c.frame.Gen != conn.gen || c.cancelGen == conn.gen {
+		return nil
+	}
+	return conn
+}
+
+// sendCancel queues a cancel of c (d.mu held). Queued after the call's
+// instruction frame, it cannot overtake it.
+func sendCancel(conn *conn, c *Call) {
+	c.cancelGen = conn.gen
+	conn.send(&protocol.Cancel{Gen: conn.gen, InstructionID: c.ID})
+}
 
 // startGrace starts the reconnect grace for a device left without a
 // connection (d.mu held). When it runs out the books close (R4).
@@ -261,9 +266,9 @@ func (s *Server) Presence(deviceID string) Presence {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	p := Presence{Inflight: len(d.calls)}
-	if c := d.conn; c != nil && (c.state == connActive || c.state == connAwaitingAck || c.state == connLeaving) {
+	if c := d.conn; c != nil && c.state().online() {
 		p.Online, p.Gen, p.ConnectedSince = true, c.gen, c.connectedAt
-		p.Leaving = c.state == connLeaving
+		p.Leaving = c.state() == connLeaving
 	}
 	return p
 }

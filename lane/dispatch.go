@@ -77,7 +77,7 @@ func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instru
 	released := make(chan struct{})
 	call = &Call{
 		ID: frame.InstructionID, DeviceID: deviceID, Kind: in.Kind, srv: s, owner: owner,
-		notify: make(chan struct{}, 1), done: make(chan struct{}), sent: make(chan struct{}),
+		notify: make(chan struct{}, 1), done: make(chan struct{}),
 		state: protocol.StateQueued, frame: frame, content: in.Content, upload: in.ContentStream,
 		contentDone: sync.OnceFunc(func() { contentDone(); close(released) }), released: released,
 		resultSeq: -1, ackedTo: -1, backlog: newBacklog(s.cfg.DeliveryEntries, s.cfg.DeliveryBytes), droppedFrom: -1,
@@ -106,7 +106,7 @@ func (s *Server) admit(d *deviceState, dev store.Device, in Instruction) protoco
 		return laneFailure(protocol.ErrTargetUnavailable, "device %s is revoked", dev.ID)
 	case s.isDraining():
 		return laneFailure(protocol.ErrTargetUnavailable, "this lane replica is shutting down")
-	case c == nil || (c.state != connActive && c.state != connAwaitingAck):
+	case c == nil || !c.state().takesWork():
 		return laneFailure(protocol.ErrTargetUnavailable, "device %s is not connected", dev.ID)
 	case !c.supports[in.Kind]:
 		return laneFailure(protocol.ErrNotSupported, "device %s does not implement %s", dev.ID, in.Kind)

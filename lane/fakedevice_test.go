@@ -102,7 +102,7 @@ func (l *wsLane) connState(id string) connState {
 	if d.conn == nil {
 		return connClosed
 	}
-	return d.conn.state
+	return d.conn.state()
 }
 
 // callState reads a call's state under its device's lock.

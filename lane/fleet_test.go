@@ -205,7 +205,7 @@ func (l *wsLane) activeCount() int {
 	n := 0
 	for _, d := range devices {
 		d.mu.Lock()
-		if d.conn != nil && d.conn.state == connActive {
+		if d.conn != nil && d.conn.state() == connActive {
 			n++
 		}
 		d.mu.Unlock()

@@ -5,25 +5,30 @@ import (
 	"errors"
 	"time"
 
-	"github.com/coder/websocket"
-
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
 
 // handleFrame admits one parsed frame of an established connection (§2.4
 // stage 2) and acts on it. Nothing here trusts the device: every refusal is
-// a dropped frame and an audit row, never a panic.
+// a dropped frame and an audit row, never a panic. What the connection's
+// state allows is admit's table (connstate.go); the switch below handles
+// every frame type it can let through, and any other fails loudly.
 func (s *Server) handleFrame(c *conn, f protocol.DeviceFrame) {
-	if _, ok := f.(*protocol.Hello); ok {
-		c.auditFrame(string(protocol.GatePreHello)) // a second hello is dropped
-		return
-	}
-	d := c.dev
+	d := c.dev.Load()
 	d.mu.Lock()
-	if d.conn != c || frameGen(f) != c.gen {
+	v := admit(c.state(), f.Type(), d.conn == c && frameGen(f) == c.gen)
+	switch v.action {
+	case frameHandle:
+	case frameDrop, frameClose: // frameClose is for the pre-auth phase only; here the frame is dropped
 		d.mu.Unlock()
-		c.auditFrame(string(protocol.GateGenerationMismatch)) // R9
+		c.auditFrame(v.reason)
+		return
+	case frameRepeat:
+		d.mu.Unlock()
+		// §2.4's refusal reasons name no repeat; a repeated generationAck or
+		// goodbye changes nothing and has its own audit event.
+		s.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.frame_repeated", Reason: string(f.Type()), RemoteAddr: c.remote})
 		return
 	}
 	switch f := f.(type) {
@@ -48,11 +53,14 @@ func (s *Server) handleFrame(c *conn, f protocol.DeviceFrame) {
 	case *protocol.Chunk:
 		d.mu.Unlock()
 		s.handleChunk(c, f)
-	default:
+	default: // *protocol.Hello never gets here: admit refuses it pre_hello
 		d.mu.Unlock()
+		s.log.Error("lane: admit let through a frame type the lane does not handle", "type", f.Type())
+		c.auditFrame(string(protocol.ReasonUnknownType))
 	}
 }
 
+// frameGen is the gen a frame carries; a hello carries none.
 func frameGen(f protocol.DeviceFrame) protocol.Gen {
 	switch f := f.(type) {
 	case *protocol.GenerationAck:
@@ -65,17 +73,17 @@ func frameGen(f protocol.DeviceFrame) protocol.Gen {
 		return f.Gen
 	case *protocol.Goodbye:
 		return f.Gen
+	case *protocol.Hello:
 	}
-	return 0
+	return 0 // no gen: admit refuses every gen-carrying frame it cannot match
 }
 
 // generationAck opens dispatch for the generation (R10), replays wanted
 // cancels on this first active tick (R11), and fills the in-flight slots.
 func (s *Server) generationAck(d *deviceState, c *conn) {
-	if c.state != connAwaitingAck {
-		return // a repeated ack changes nothing
+	if _, _, err := c.to(evGenerationAck); err != nil {
+		return
 	}
-	c.state = connActive
 	for _, call := range d.sortedCalls() {
 		if call.cancelWant {
 			s.deliverCancel(d, call)
@@ -90,7 +98,7 @@ func (s *Server) renewLease(c *conn) {
 	_, err := s.store.RenewLease(ctx, c.deviceID, c.holder, s.cfg.LeaseTTL)
 	if errors.Is(err, store.ErrLeaseLost) {
 		c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.lease_lost", RemoteAddr: c.remote})
-		c.close(websocket.StatusGoingAway, "the connection lease was lost")
+		c.close()
 	} else if err != nil {
 		s.log.Warn("lane: renewing a lease failed", "device", c.deviceID, "err", err)
 	}
@@ -100,10 +108,9 @@ func (s *Server) renewLease(c *conn) {
 // never left the lane), keeps collecting results, and closes after graceMs
 // (R15, §1.6).
 func (s *Server) goodbye(d *deviceState, c *conn, g *protocol.Goodbye) {
-	if c.state == connLeaving {
+	if _, _, err := c.to(evGoodbye); err != nil {
 		return
 	}
-	c.state = connLeaving
 	for len(d.queue) > 0 {
 		s.settle(d, d.queue[0], protocol.StateTerminalNeverStarted,
 			laneFailure(protocol.ErrTargetUnavailable, "the device is shutting down (goodbye %s)", g.Reason))
@@ -113,7 +120,7 @@ func (s *Server) goodbye(d *deviceState, c *conn, g *protocol.Goodbye) {
 		grace = time.Duration(*g.GraceMs) * time.Millisecond
 	}
 	s.audit(c.ctx, store.AuditEvent{DeviceID: d.id, Event: "device.goodbye", Reason: string(g.Reason), RemoteAddr: c.remote})
-	c.goodbyeTimer = s.cfg.Clock.AfterFunc(grace, func() { c.close(websocket.StatusNormalClosure, "goodbye grace over") })
+	c.goodbyeTimer = s.cfg.Clock.AfterFunc(grace, c.close) // the goodbye grace is over
 }
 
 // lookup finds the call a frame names (§2.4 stage 2): in flight on this
@@ -146,16 +153,16 @@ func (s *Server) handleResult(c *conn, r *protocol.Result) {
 	case memoHit:
 		// Settled already, for whatever reason: "stop holding this frame",
 		// not "accepted" (§2.4).
-		c.write(&protocol.ResultAck{Gen: c.gen, InstructionID: r.InstructionID})
+		c.send(&protocol.ResultAck{Gen: c.gen, InstructionID: r.InstructionID})
 		return
 	}
-	d := c.dev
+	d := c.dev.Load()
 	d.mu.Lock()
 	switch call.state {
 	case protocol.StateTerminal:
 		// Settled by the lane between the lookup and now: as a memo hit.
 		d.mu.Unlock()
-		c.write(&protocol.ResultAck{Gen: c.gen, InstructionID: r.InstructionID})
+		c.send(&protocol.ResultAck{Gen: c.gen, InstructionID: r.InstructionID})
 		return
 	case protocol.StateDispatchCommitted:
 	default:
@@ -165,7 +172,7 @@ func (s *Server) handleResult(c *conn, r *protocol.Result) {
 	}
 	if r.DeviceSeq <= call.resultSeq {
 		d.mu.Unlock()
-		c.write(&protocol.ResultAck{Gen: c.gen, InstructionID: r.InstructionID}) // R6
+		c.send(&protocol.ResultAck{Gen: c.gen, InstructionID: r.InstructionID}) // R6
 		return
 	}
 	call.resultSeq = r.DeviceSeq
@@ -179,7 +186,7 @@ func (s *Server) handleResult(c *conn, r *protocol.Result) {
 	}
 	s.settle(d, call, protocol.StateTerminal, outcome)
 	d.mu.Unlock()
-	c.write(&protocol.ResultAck{Gen: c.gen, InstructionID: r.InstructionID})
+	c.send(&protocol.ResultAck{Gen: c.gen, InstructionID: r.InstructionID})
 }
 
 // handleChunk accepts one chunk of a stream (§4, R7, R8).
@@ -192,7 +199,7 @@ func (s *Server) handleChunk(c *conn, ch *protocol.Chunk) {
 	case memoHit:
 		return // a late chunk of a settled instruction is ignored, unacked
 	}
-	d := c.dev
+	d := c.dev.Load()
 	d.mu.Lock()
 	switch call.state {
 	case protocol.StateTerminal:
@@ -228,11 +235,12 @@ func (s *Server) handleChunk(c *conn, ch *protocol.Chunk) {
 			call.ackedTo = upTo
 		}
 	}
-	watermark := call.ackedTo
-	d.mu.Unlock()
 	if advanced || len(delivered) == 0 {
-		c.write(&protocol.ChunkAck{Gen: c.gen, InstructionID: ch.InstructionID, UpToStreamSeq: watermark})
+		// Queued under d.mu, as releaseAck's are: the watermarks go out in
+		// the order they were decided, never a lower one after a higher.
+		c.send(&protocol.ChunkAck{Gen: c.gen, InstructionID: ch.InstructionID, UpToStreamSeq: call.ackedTo})
 	}
+	d.mu.Unlock()
 }
 
 // releaseAck acknowledges output up to upTo — what had been pushed when the
@@ -242,14 +250,13 @@ func (s *Server) releaseAck(call *Call, upTo int64) {
 	d := s.device(call.DeviceID)
 	d.mu.Lock()
 	conn := d.conn
-	if call.state != protocol.StateDispatchCommitted || conn == nil || !conn.takesCancels() || upTo <= call.ackedTo {
+	if call.state != protocol.StateDispatchCommitted || conn == nil || !conn.state().takesCancels() || upTo <= call.ackedTo {
 		d.mu.Unlock()
 		return
 	}
 	call.ackedTo = upTo
-	frame := &protocol.ChunkAck{Gen: conn.gen, InstructionID: call.ID, UpToStreamSeq: call.ackedTo}
+	conn.send(&protocol.ChunkAck{Gen: conn.gen, InstructionID: call.ID, UpToStreamSeq: call.ackedTo})
 	d.mu.Unlock()
-	conn.write(frame)
 }
 
 // gapTimer runs while chunks wait behind a missing streamSeq; progress

@@ -101,7 +101,7 @@ func newFuzzHarness(f *testing.F) *fuzzHarness {
 	s.memo.add(other, ids.New(ids.Device))
 	// Tracked but never committed: not in the device's queue, so never sent.
 	s.calls[queued] = &Call{ID: queued, DeviceID: h.fd.id, Kind: protocol.KindExec, srv: s, state: protocol.StateQueued,
-		notify: make(chan struct{}, 1), done: make(chan struct{}), sent: make(chan struct{})}
+		notify: make(chan struct{}, 1), done: make(chan struct{})}
 	s.callsMu.Unlock()
 	h.subst = [][2][]byte{{[]byte("$MEMO"), []byte(memo)}, {[]byte("$OTHER"), []byte(other)}, {[]byte("$QUEUED"), []byte(queued)}}
 	h.ready()

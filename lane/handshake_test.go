@@ -527,19 +527,14 @@ func TestSocketClosedMidHandshakeLeavesNoConnection(t *testing.T) {
 	hooks := &hookStore{}
 	l := newWSLane(t, withHooks(hooks))
 	fd := l.enroll()
-	entered, release := make(chan struct{}), make(chan struct{})
-	hooks.setAcquiredHook(func(store.LeaseRequest) { close(entered); <-release })
-	fd.dial()
-	fd.send(fd.helloFrame())
-	<-entered
+	release := holdHelloAtItsLease(hooks, fd)
 	fd.ws.CloseNow()
 	eventually(t, "the lane saw the socket close", func() bool {
 		l.srv.mu.Lock()
 		defer l.srv.mu.Unlock()
 		return l.srv.preAuth == 0
 	})
-	hooks.setAcquiredHook(nil)
-	close(release)
+	release()
 	// The verification attached the closed socket; its cleanup undoes that,
 	// lease included (audited last).
 	eventually(t, "the closed socket was cleaned up", func() bool {

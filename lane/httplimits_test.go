@@ -163,6 +163,9 @@ func TestConnCapGivesWayToWebSockets(t *testing.T) {
 	fresh := dialRaw(t, l.url) // takes the free slot: newer stays
 	wantConns(t, l, 2, 0)
 	newer.get()
+	// newer must be the longer idle below: under load the server can mark
+	// fresh idle first if both requests are in flight together.
+	eventually(t, "newer to be idle", func() bool { return cl.idleConns() == 1 })
 	fresh.get()
 
 	// Two connections that have sent nothing fill the cap (each new one

@@ -131,7 +131,7 @@ func (s *Server) Metrics() Metrics {
 	m.DeliveryOverflows = s.metrics.deliveryOverflows.Load()
 	for _, d := range devices {
 		d.mu.Lock()
-		if c := d.conn; c != nil && (c.state == connActive || c.state == connAwaitingAck || c.state == connLeaving) {
+		if c := d.conn; c != nil && c.state().online() {
 			m.ConnectedDevices++
 		}
 		m.Inflight += len(d.calls)

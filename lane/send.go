@@ -7,30 +7,48 @@ import (
 	"github.com/sema-agent/sema/protocol"
 )
 
-// sendInstruction writes a committed instruction and, for the write family,
-// its payload sub-sequence at once (§3.4): begin, chunks of
-// PayloadPartBytes at ascending offsets, commit. A failed write closes the
-// socket; the call stays committed and is never sent again (R1).
+// sendInstruction queues a committed instruction's frame (d.mu held, in
+// issuedSeq order: pump) and, for the write family, starts the goroutine
+// that sends its payload sub-sequence (§3.4): begin, chunks of
+// PayloadPartBytes at ascending offsets, commit. A socket that fails closes
+// the connection; the call stays committed and is never sent again (R1).
+// Any other kind has no content, so the lane lets go of it here: its frame
+// is encoded and the queue holds it.
+func (c *conn) sendInstruction(call *Call) {
+	frame := call.frame
+	queued := c.send(&frame)
+	if !queued || !call.Kind.IsWrite() {
+		call.dropContent()
+		return
+	}
+	// One goroutine per write in flight (at most MaxInflight), not per
+	// frame: reading a streamed content may block, and the write loop must
+	// not. Its owner is the connection that committed the call; it stops
+	// when the payload is queued, the call is cancelled or settles, or the
+	// connection ends; Shutdown waits for it (s.handlers).
+	c.srv.handlers.Add(1)
+	go func() {
+		defer c.srv.handlers.Done()
+		defer call.dropContent()
+		c.sendPayload(call, frame)
+	}()
+}
+
+// sendPayload queues a write's payload parts after its instruction frame.
 //
 // A streamed content (Instruction.ContentStream) is read here, one part at
-// a time into one reused buffer, as the parts are sent. If it ends short or
+// a time into one reused buffer, as the parts are queued; the payload
+// window (writer.go) paces the reading by the socket. If it ends short or
 // fails, no further chunk is sent and the commit still goes out with the
 // declared length and digest: the device's check at the commit (§3.4)
 // fails the instruction with no file, and the settlement's message says
 // the content was short (contentShort). Once the call is cancelled or
 // settled, nothing more of its payload is sent (nor read).
-func (c *conn) sendInstruction(call *Call, frame protocol.Instruction) {
-	defer call.dropContent()
-	err := c.write(&frame)
-	close(call.sent)
-	if err != nil || !call.Kind.IsWrite() {
-		return
-	}
+func (c *conn) sendPayload(call *Call, frame protocol.Instruction) {
 	// buildFrame put the length and digest in args (§3.4: the same values).
 	w := frame.Args.(protocol.WriteArgs)
 	sum, total := w.SHA256, w.ContentLen
-	p := &protocol.Payload{Gen: frame.Gen, InstructionID: call.ID, Part: protocol.PartBegin, TotalLen: total, SHA256: sum}
-	if c.write(p) != nil {
+	if !c.sendPart(&protocol.Payload{Gen: frame.Gen, InstructionID: call.ID, Part: protocol.PartBegin, TotalLen: total, SHA256: sum}) {
 		return
 	}
 	parts := payloadParts{content: call.content, stream: call.upload, total: total, part: c.srv.cfg.PayloadPartBytes}
@@ -43,12 +61,12 @@ func (c *conn) sendInstruction(call *Call, frame protocol.Instruction) {
 			c.srv.contentEnded(call, off, total, err)
 			break
 		}
-		if c.write(&protocol.Payload{Gen: frame.Gen, InstructionID: call.ID, Part: protocol.PartChunk, Offset: off, Data: data}) != nil {
+		if !c.sendPart(&protocol.Payload{Gen: frame.Gen, InstructionID: call.ID, Part: protocol.PartChunk, Offset: off, Data: data}) {
 			return
 		}
 		off += int64(len(data))
 	}
-	c.write(&protocol.Payload{Gen: frame.Gen, InstructionID: call.ID, Part: protocol.PartCommit, TotalLen: total, SHA256: sum})
+	c.sendPart(&protocol.Payload{Gen: frame.Gen, InstructionID: call.ID, Part: protocol.PartCommit, TotalLen: total, SHA256: sum})
 }
 
 // payloadParts slices a write's content into parts: from the bytes in
