@@ -22,7 +22,9 @@ await client.connect(transport);
 const seen = { face, server: client.getServerVersion(), progress: [] };
 seen.tools = (await client.listTools()).tools.map((t) => ({ name: t.name, annotations: t.annotations }));
 const run = await client.callTool(
-  { name: "run_command", arguments: { command: "echo hello-from-ts; echo oops >&2; exit 4" } },
+  // The pause lets the live output's notification arrive well before the
+  // response: the client drops progress it handles after the response.
+  { name: "run_command", arguments: { command: "echo hello-from-ts; sleep 0.5; echo oops >&2; exit 4" } },
   undefined,
   { onprogress: (p) => seen.progress.push(p.message ?? "") },
 );
