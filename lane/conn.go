@@ -47,13 +47,14 @@ type conn struct {
 	epoch       string
 	supports    map[protocol.InstructionKind]bool
 	connectedAt time.Time
+	// leaseRound is the renewal round under way when the lease was taken.
+	leaseRound uint64
 
 	// Under dev.mu.
 	gen          protocol.Gen
 	issuedSeq    int64
 	liveness     clock.Timer
 	goodbyeTimer clock.Timer
-	leaseRenewed time.Time
 
 	w         writer
 	closeOnce sync.Once
@@ -392,6 +393,7 @@ func (s *Server) attach(c *conn, d *deviceState, epoch string) (attached bool, _
 		return false, protocol.RejectAuthFailed
 	}
 	c.gen = protocol.Gen(lease.Gen)
+	c.leaseRound = s.leaseRound.Load() // after the lease is taken (renewer.go)
 	c.dev.Store(d)
 	if _, next, _ := c.to(evAttach); next != connAwaitingAck {
 		// The handshake deadline closed the socket while the hello was
@@ -429,7 +431,7 @@ func (s *Server) attach(c *conn, d *deviceState, epoch string) (attached bool, _
 	}
 	d.epoch = epoch
 	d.conn, c.attached = c, true
-	c.connectedAt, c.leaseRenewed = s.cfg.Clock.Now(), s.cfg.Clock.Now()
+	c.connectedAt = s.cfg.Clock.Now()
 	s.leavePreAuth(c)
 	c.scheduleLiveness()
 	// Queued here, under d.mu, in the step that attached c: no ack and no

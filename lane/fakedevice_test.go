@@ -607,6 +607,7 @@ type hookStore struct {
 	mu           sync.Mutex
 	deviceHook   func(ctx context.Context, id string) error
 	acquiredHook func(store.LeaseRequest) // runs after a lease was taken
+	renewals     renewalCounts            // renewer_test.go
 }
 
 func (h *hookStore) Device(ctx context.Context, id string) (store.Device, error) {

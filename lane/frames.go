@@ -1,8 +1,6 @@
 package lane
 
 import (
-	"context"
-	"errors"
 	"time"
 
 	"github.com/sema-agent/sema/lane/store"
@@ -36,14 +34,9 @@ func (s *Server) handleFrame(c *conn, f protocol.DeviceFrame) {
 		s.generationAck(d, c)
 		d.mu.Unlock()
 	case *protocol.Heartbeat:
-		renew := s.cfg.Clock.Now().Sub(c.leaseRenewed) >= s.cfg.LeaseTTL/3
-		if renew {
-			c.leaseRenewed = s.cfg.Clock.Now()
-		}
+		// Liveness only (touch, R14): the stored lease is renewed for all
+		// of the replica's connections at once (renewer.go).
 		d.mu.Unlock()
-		if renew {
-			s.renewLease(c)
-		}
 	case *protocol.Goodbye:
 		s.goodbye(d, c, f)
 		d.mu.Unlock()
@@ -90,18 +83,6 @@ func (s *Server) generationAck(d *deviceState, c *conn) {
 		}
 	}
 	s.pump(d)
-}
-
-func (s *Server) renewLease(c *conn) {
-	ctx, cancel := context.WithTimeout(c.ctx, 10*time.Second)
-	defer cancel()
-	_, err := s.store.RenewLease(ctx, c.deviceID, c.holder, s.cfg.LeaseTTL)
-	if errors.Is(err, store.ErrLeaseLost) {
-		c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.lease_lost", RemoteAddr: c.remote})
-		c.close()
-	} else if err != nil {
-		s.log.Warn("lane: renewing a lease failed", "device", c.deviceID, "err", err)
-	}
 }
 
 // goodbye stops new dispatch at once, settles what was only queued (it

@@ -344,18 +344,17 @@ func TestR13SupersededSocketLeavesTheNewLease(t *testing.T) {
 	third.expectReject(protocol.RejectAlreadyConnected)
 }
 
-// The stored lease is renewed by heartbeats; a lease lost to someone else
-// closes the connection.
+// The stored lease is renewed by the replica's renewal round; a lease lost
+// to someone else closes the connection at the next round.
 func TestLeaseLostClosesTheConnection(t *testing.T) {
-	l := newWSLane(t)
+	l := newWSLane(t, withRenewalTTL)
 	fd := l.enroll()
 	fd.establish()
 	c := l.current(fd.id)
 	if _, err := l.store.AcquireLease(t.Context(), store.LeaseRequest{DeviceID: fd.id, Holder: "con_elsewhere", Epoch: ids.ULID(), TTL: time.Minute, Takeover: c.holder}); err != nil {
 		t.Fatal(err)
 	}
-	l.clk.Advance(l.srv.cfg.LeaseTTL / 3)
-	fd.send(&protocol.Heartbeat{Gen: fd.gen, Seq: 1})
+	nextRound(t, l)
 	fd.expectClosed()
 	if got := l.auditReasons("device.lease_lost", fd.id); len(got) != 1 {
 		t.Fatalf("%d lease_lost rows", len(got))

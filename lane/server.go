@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/sema-agent/sema/internal/ids"
 	"github.com/sema-agent/sema/lane/store"
@@ -28,6 +29,10 @@ type Server struct {
 	// replica names this Server in the leases it takes, so that Shutdown
 	// releases them all in one statement (leases.go).
 	replica string
+	// renewer renews the replica's leases, one statement a round; leaseRound
+	// counts its rounds (renewer.go).
+	renewer    *leaseRenewer
+	leaseRound atomic.Uint64
 
 	mu        sync.Mutex
 	devices   map[string]*deviceState
@@ -69,6 +74,7 @@ func New(cfg Config) (*Server, error) {
 		neverStarted: newSettledMemo(cfg.SettledMemo),
 	}
 	s.audits = startAuditor(auditorConfig{store: cfg.Store, log: cfg.Logger, clock: cfg.Clock, retention: cfg.AuditRetention, keep: cfg.AuditKeep})
+	s.renewer = startLeaseRenewer(s)
 	s.budget = newContentBudget(cfg.MaxBufferedContent, s.reclaim.run)
 	s.mux.HandleFunc("GET /v1/capabilities", s.capabilities)
 	s.mux.HandleFunc("POST /v1/devices/enroll-tokens", s.laneOnly(s.authenticated(s.issueEnrollToken)))

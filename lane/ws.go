@@ -137,6 +137,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	case <-ctx.Done():
 		err = ctx.Err()
 	}
+	s.renewer.close()
 	s.releaseLeases()
 	s.shutdownMu.Do(s.audits.close)
 	return err

@@ -86,6 +86,11 @@ type Store interface {
 	// RenewLease extends a holder's lease by ttl from the database's now;
 	// ErrLeaseLost if the holder no longer holds it.
 	RenewLease(ctx context.Context, deviceID, holder string, ttl time.Duration) (Lease, error)
+	// RenewReplicaLeases extends by ttl from the database's now every lease
+	// taken with LeaseRequest.Replica replica whose device is not revoked,
+	// in one statement, and returns the leases it renewed. A lease another
+	// replica has taken since is never touched.
+	RenewReplicaLeases(ctx context.Context, replica string, ttl time.Duration) ([]HeldLease, error)
 	// ReleaseLease drops a holder's lease; a no-op if it holds none.
 	ReleaseLease(ctx context.Context, deviceID, holder string) error
 	// ReleaseReplicaLeases drops every lease taken with LeaseRequest.Replica
@@ -106,6 +111,12 @@ type Store interface {
 	Ping(ctx context.Context) error
 	// Close releases the database.
 	Close() error
+}
+
+// HeldLease is one lease RenewReplicaLeases renewed.
+type HeldLease struct {
+	DeviceID string
+	Holder   string
 }
 
 // DevicePage asks ListDevices for one page, read as one range of the

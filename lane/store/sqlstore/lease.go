@@ -84,3 +84,26 @@ func (s *Store) ReleaseReplicaLeases(ctx context.Context, replica string) (int64
 	n, err := res.RowsAffected()
 	return n, s.wrap("release replica leases", err)
 }
+
+// RenewReplicaLeases renews every live lease a replica holds, in one
+// statement: the heartbeat path no longer writes the registry.
+func (s *Store) RenewReplicaLeases(ctx context.Context, replica string, ttl time.Duration) ([]store.HeldLease, error) {
+	if replica == "" {
+		return nil, fmt.Errorf("%s: renew replica leases: no replica named", s.d.Name)
+	}
+	rows, err := s.db.QueryContext(ctx, s.sql(`UPDATE devices SET lease_expires_ms = NOW + ? WHERE lease_replica = ? AND revoked_ms IS NULL RETURNING id, lease_holder`),
+		ttl.Milliseconds(), replica)
+	if err != nil {
+		return nil, s.wrap("renew replica leases", err)
+	}
+	defer rows.Close()
+	var held []store.HeldLease
+	for rows.Next() {
+		var l store.HeldLease
+		if err := rows.Scan(&l.DeviceID, &l.Holder); err != nil {
+			return nil, s.wrap("renew replica leases", err)
+		}
+		held = append(held, l)
+	}
+	return held, s.wrap("renew replica leases", rows.Err())
+}

@@ -202,3 +202,54 @@ func testReleaseReplicaLeases(t *testing.T, s Backend) {
 		t.Error("releasing the leases of no replica did not fail")
 	}
 }
+
+// M.2: a replica renews every lease it holds in one statement, 10,000
+// here, and learns which it still holds; a lease another replica took over
+// is neither renewed nor reported, and an expired lease of its own is
+// renewed (no one took it).
+func testRenewReplicaLeases(t *testing.T, s Backend) {
+	alice := newIdentity(t, s, "alice")
+	const n = 10000
+	devices := manyDevices(t, s, alice.ID, n+3)
+	mine, theirs, takenOver, expired := devices[:n], devices[n], devices[n+1], devices[n+2]
+	leaseAll(t, s, mine, "rep_A")
+	leaseAll(t, s, []string{theirs}, "rep_B")
+	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: takenOver, Holder: "rep_A/old", Epoch: "E", Replica: "rep_A", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: takenOver, Holder: "rep_B/new", Epoch: "E", Replica: "rep_B", TTL: time.Hour, Takeover: "rep_A/old"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: expired, Holder: "rep_A/expired", Epoch: "E", Replica: "rep_A", TTL: 0}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := s.RenewReplicaLeases(ctx(t), "rep_A", time.Hour)
+	if err != nil || len(held) != n+1 {
+		t.Fatalf("RenewReplicaLeases = %d leases, %v; want %d", len(held), err, n+1)
+	}
+	want := map[string]string{expired: "rep_A/expired"}
+	for i, d := range mine {
+		want[d] = fmt.Sprintf("rep_A/%d", i)
+		if i >= 100 { // leaseAll's bulk rows are named by device id
+			want[d] = "rep_A/" + d
+		}
+	}
+	for _, l := range held {
+		if want[l.DeviceID] != l.Holder {
+			t.Fatalf("renewed %s held by %q, want %q", l.DeviceID, l.Holder, want[l.DeviceID])
+		}
+		delete(want, l.DeviceID)
+	}
+	if len(want) != 0 {
+		t.Fatalf("%d leases of rep_A were not renewed", len(want))
+	}
+	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: expired, Holder: "rep_C/1", Epoch: "E", Replica: "rep_C", TTL: time.Minute}); !errors.Is(err, store.ErrLeaseHeld) {
+		t.Fatalf("the renewed lease was free to take: err = %v, want ErrLeaseHeld", err)
+	}
+	if _, err := s.RenewLease(ctx(t), takenOver, "rep_B/new", time.Minute); err != nil {
+		t.Fatalf("the lease taken over from rep_A was touched: %v", err)
+	}
+	if _, err := s.RenewReplicaLeases(ctx(t), "", time.Hour); err == nil {
+		t.Error("renewing the leases of no replica did not fail")
+	}
+}

@@ -46,6 +46,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"Audit", testAudit},
 		{"AFullPoolWaitsAsLongAsTheCallersContext", testFullPoolWaits},
 		{"ReleaseReplicaLeasesDrops10000InOneStatement", testReleaseReplicaLeases},
+		{"RenewReplicaLeasesRenews10000InOneStatement", testRenewReplicaLeases},
 		{"AuditRowsCarryTheRemoteAddressAndACount", testAuditRemoteAndCount},
 		{"AuditWrites15000RowsInOneCall", testAuditBatch},
 		{"PruneAuditByTheDatabaseClock", testPruneAudit},
