@@ -118,13 +118,11 @@ func (c *conn) serve() {
 	in := &intake{c: c}
 	defer in.stop()
 	for {
-		buf := messageBuffers.Get()
-		typ, data, err := wsmsg.Read(c.ctx, c.ws, *buf)
-		*buf = data
+		typ, buf, err := messageBuffers.Read(c.ctx, c.ws)
 		if err != nil {
-			messageBuffers.Put(buf)
 			return // includes the transport cap: a message over 1 MiB closes with 1009
 		}
+		data := *buf
 		kind := protocol.TextMessage
 		if typ != websocket.MessageText {
 			kind = protocol.BinaryMessage
@@ -161,9 +159,9 @@ func (c *conn) handshakeDeadline() {
 	}
 }
 
-// messageBuffers are the read buffers of every socket: a buffer is held
-// from the read until its frame is decoded (decoded frames never alias it),
-// so an idle device holds none.
+// messageBuffers are the read buffers of every socket: a buffer is taken
+// once a message has begun to arrive and held until its frame is decoded
+// (decoded frames never alias it), so an idle device holds none.
 var messageBuffers wsmsg.Pool
 
 // inbound is one message read from the socket, in arrival order; buf goes

@@ -12,7 +12,8 @@ import (
 )
 
 // serveWebSocket is the upgrade at wsPath (§1.2): 503 while draining or when
-// the pre-auth caps are full; then the connection runs in this goroutine.
+// the pre-auth caps are full; then the connection runs in a goroutine of its
+// own (upgrade.go).
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	remote := remoteAddr(r)
 	if reason := s.enterPreAuth(remote); reason != "" {
@@ -21,12 +22,19 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the lane is draining or at its pre-auth connection cap", http.StatusServiceUnavailable)
 		return
 	}
-	// enterPreAuth counted this handler in s.handlers under s.mu, with its
+	// enterPreAuth counted this socket in s.handlers under s.mu, with its
 	// draining check: Shutdown's Wait cannot miss it.
-	defer s.handlers.Done()
-	ws, err := websocket.Accept(w, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
+	hj, ok := w.(http.Hijacker)
+	if !ok {
+		s.exitPreAuth(remote)
+		s.handlers.Done()
+		http.Error(w, "this connection cannot be upgraded to a WebSocket", http.StatusInternalServerError)
+		return
+	}
+	ws, err := websocket.Accept(smallBuffers{w, hj}, r, &websocket.AcceptOptions{CompressionMode: websocket.CompressionDisabled})
 	if err != nil {
 		s.exitPreAuth(remote)
+		s.handlers.Done()
 		return // Accept has answered the request
 	}
 	// Stage 0: the transport cap. A message over it is a protocol error that
@@ -34,7 +42,13 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	ws.SetReadLimit(protocol.MaxFrameBytes)
 	c := newConn(s, ws, remote)
 	c.inPreAuth = true
-	c.serve()
+	// The socket runs in a goroutine of its own, so that this handler
+	// returns and net/http lets go of the request, its buffers and its
+	// stack: an idle device holds only what its connection needs.
+	go func() {
+		defer s.handlers.Done()
+		c.serve()
+	}()
 }
 
 func remoteAddr(r *http.Request) string {

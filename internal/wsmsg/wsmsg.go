@@ -75,3 +75,21 @@ func (p *Pool) Get() *[]byte {
 func (p *Pool) Put(b *[]byte) {
 	p.p.Put(b)
 }
+
+// Read waits for the next message and only then takes a buffer for it, so
+// a socket waiting for its next message (an idle device, most of the time)
+// holds none. The caller puts the buffer back once it is done with it; on
+// error there is none.
+func (p *Pool) Read(ctx context.Context, c *websocket.Conn) (websocket.MessageType, *[]byte, error) {
+	typ, r, err := c.Reader(ctx)
+	if err != nil {
+		return 0, nil, err
+	}
+	b := p.Get()
+	*b, err = readAll(r, *b)
+	if err != nil {
+		p.Put(b)
+		return 0, nil, err
+	}
+	return typ, b, nil
+}

@@ -83,3 +83,22 @@ func TestPoolGivesEmptyBuffers(t *testing.T) {
 		}
 	}
 }
+
+// Pool.Read delivers every message whole, in order, each in a pooled
+// buffer, and an oversized one fails without a buffer.
+func TestPoolReadTakesABufferPerMessage(t *testing.T) {
+	msgs := [][]byte{[]byte("hb"), bytes.Repeat([]byte("x"), 87<<10), []byte("{}")}
+	c := pair(t, 1<<20, msgs...)
+	var p Pool
+	for i, want := range msgs {
+		typ, b, err := p.Read(t.Context(), c)
+		if err != nil || typ != websocket.MessageText || !bytes.Equal(*b, want) {
+			t.Fatalf("message %d: %v, %v", i, typ, err)
+		}
+		p.Put(b)
+	}
+	big := pair(t, 1024, bytes.Repeat([]byte("y"), 2048))
+	if _, b, err := p.Read(t.Context(), big); err == nil || b != nil {
+		t.Fatalf("an oversized message read as %v, %v; want an error and no buffer", b, err)
+	}
+}
