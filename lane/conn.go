@@ -380,7 +380,7 @@ func (s *Server) attach(c *conn, d *deviceState, epoch string) (attached bool, _
 		}
 		takeover = old.holder
 	}
-	lease, err := s.store.AcquireLease(c.ctx, store.LeaseRequest{DeviceID: d.id, Holder: c.holder, Epoch: epoch, Replica: s.replica, TTL: s.cfg.LeaseTTL, Takeover: takeover})
+	lease, err := s.leases.acquire(store.LeaseRequest{DeviceID: d.id, Holder: c.holder, Epoch: epoch, Replica: s.replica, TTL: s.cfg.LeaseTTL, Takeover: takeover})
 	switch {
 	case errors.Is(err, store.ErrRevoked):
 		return false, protocol.RejectRevoked

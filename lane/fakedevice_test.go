@@ -608,6 +608,7 @@ type hookStore struct {
 	deviceHook   func(ctx context.Context, id string) error
 	acquiredHook func(store.LeaseRequest) // runs after a lease was taken
 	renewals     renewalCounts            // renewer_test.go
+	leaseBatches []int                    // the size of each AcquireLeases call
 }
 
 func (h *hookStore) Device(ctx context.Context, id string) (store.Device, error) {
@@ -622,15 +623,22 @@ func (h *hookStore) Device(ctx context.Context, id string) (store.Device, error)
 	return h.Store.Device(ctx, id)
 }
 
-func (h *hookStore) AcquireLease(ctx context.Context, req store.LeaseRequest) (store.Lease, error) {
-	lease, err := h.Store.AcquireLease(ctx, req)
+// AcquireLeases runs the acquired hook after each lease its batch took
+// (the lane takes its leases only through AcquireLeases, leasebatch.go).
+func (h *hookStore) AcquireLeases(ctx context.Context, reqs []store.LeaseRequest) ([]store.LeaseOutcome, error) {
+	out, err := h.Store.AcquireLeases(ctx, reqs)
 	h.mu.Lock()
+	h.leaseBatches = append(h.leaseBatches, len(reqs))
 	hook := h.acquiredHook
 	h.mu.Unlock()
 	if hook != nil && err == nil {
-		hook(req)
+		for i, o := range out {
+			if o.Err == nil {
+				hook(reqs[i])
+			}
+		}
 	}
-	return lease, err
+	return out, err
 }
 
 func (h *hookStore) setDeviceHook(f func(context.Context, string) error) {

@@ -33,6 +33,8 @@ type Server struct {
 	// counts its rounds (renewer.go).
 	renewer    *leaseRenewer
 	leaseRound atomic.Uint64
+	// leases takes the handshakes' leases in batches (leasebatch.go).
+	leases leaseBatcher
 
 	mu        sync.Mutex
 	devices   map[string]*deviceState
@@ -74,6 +76,7 @@ func New(cfg Config) (*Server, error) {
 		neverStarted: newSettledMemo(cfg.SettledMemo),
 	}
 	s.audits = startAuditor(auditorConfig{store: cfg.Store, log: cfg.Logger, clock: cfg.Clock, retention: cfg.AuditRetention, keep: cfg.AuditKeep})
+	s.leases.store = cfg.Store
 	s.renewer = startLeaseRenewer(s)
 	s.budget = newContentBudget(cfg.MaxBufferedContent, s.reclaim.run)
 	s.mux.HandleFunc("GET /v1/capabilities", s.capabilities)

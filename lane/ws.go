@@ -152,6 +152,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	s.renewer.close()
+	s.leases.wait()
 	s.releaseLeases()
 	s.shutdownMu.Do(s.audits.close)
 	return err

@@ -83,6 +83,11 @@ type Store interface {
 	// expiry by the database clock; takeover names a holder the caller has
 	// judged stale, whose lease may be taken even while unexpired.
 	AcquireLease(ctx context.Context, req LeaseRequest) (Lease, error)
+	// AcquireLeases decides many requests as AcquireLease would, in one
+	// transaction: a burst of connections costs one commit per batch, not
+	// one each. Each outcome is its request's, in order; an error is the
+	// database failing, and then no lease of the batch was taken.
+	AcquireLeases(ctx context.Context, reqs []LeaseRequest) ([]LeaseOutcome, error)
 	// RenewLease extends a holder's lease by ttl from the database's now;
 	// ErrLeaseLost if the holder no longer holds it.
 	RenewLease(ctx context.Context, deviceID, holder string, ttl time.Duration) (Lease, error)
@@ -214,6 +219,20 @@ type LeaseRequest struct {
 	// Takeover, when not "", is a holder the caller judged stale: its lease
 	// may be taken even while unexpired.
 	Takeover string
+}
+
+// LeaseOutcome is one request's answer in AcquireLeases: a lease, or
+// ErrNotFound, ErrRevoked or ErrLeaseHeld.
+type LeaseOutcome struct {
+	Lease Lease
+	Err   error
+}
+
+// IsLeaseRefusal reports whether err is a lease request's own refusal
+// (the device is unknown or revoked, or its lease is held), not the
+// database failing.
+func IsLeaseRefusal(err error) bool {
+	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrRevoked) || errors.Is(err, ErrLeaseHeld)
 }
 
 // Lease is a held connection lease.

@@ -5,6 +5,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/sema-agent/sema/lane/store"
@@ -12,37 +14,77 @@ import (
 
 // AcquireLease takes a device's connection lease and bumps its generation.
 func (s *Store) AcquireLease(ctx context.Context, req store.LeaseRequest) (store.Lease, error) {
-	lease := store.Lease{DeviceID: req.DeviceID, Holder: req.Holder, Epoch: req.Epoch}
+	out, err := s.AcquireLeases(ctx, []store.LeaseRequest{req})
+	if err != nil {
+		return store.Lease{DeviceID: req.DeviceID, Holder: req.Holder, Epoch: req.Epoch}, err
+	}
+	return out[0].Lease, out[0].Err
+}
+
+// AcquireLeases takes many leases in one transaction, each decided as
+// AcquireLease decides it, its two statements prepared once for the batch.
+// The rows are visited in device id order, so two replicas' batches lock
+// them in the same order and never deadlock.
+func (s *Store) AcquireLeases(ctx context.Context, reqs []store.LeaseRequest) ([]store.LeaseOutcome, error) {
+	out := make([]store.LeaseOutcome, len(reqs))
+	order := make([]int, len(reqs))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(reqs[a].DeviceID, reqs[b].DeviceID) })
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var (
-			revoked       sql.NullInt64
-			gen, now      int64
-			holder, epoch sql.NullString
-			expires       sql.NullInt64
-		)
-		err := tx.QueryRowContext(ctx, s.sql(`SELECT revoked_ms, generation, lease_holder, lease_epoch, lease_expires_ms, NOW FROM devices WHERE id = ?`+s.d.ForUpdate), req.DeviceID).
-			Scan(&revoked, &gen, &holder, &epoch, &expires, &now)
-		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			return store.ErrNotFound
-		case err != nil:
+		read, err := tx.PrepareContext(ctx, s.sql(`SELECT revoked_ms, generation, lease_holder, lease_epoch, lease_expires_ms, NOW FROM devices WHERE id = ?`+s.d.ForUpdate))
+		if err != nil {
 			return s.wrap("read lease", err)
-		case revoked.Valid:
-			return store.ErrRevoked
-		case holder.Valid && holder.String != req.Holder && holder.String != req.Takeover && expires.Int64 > now:
-			return store.ErrLeaseHeld
 		}
-		lease.Previous, lease.PreviousEpoch = holder.String, epoch.String
-		var newExpires int64
-		err = tx.QueryRowContext(ctx, s.sql(`UPDATE devices SET generation = generation + 1, lease_holder = ?, lease_epoch = ?, lease_replica = ?, lease_expires_ms = NOW + ? WHERE id = ? RETURNING generation, lease_expires_ms`),
-			req.Holder, req.Epoch, nullString(req.Replica), req.TTL.Milliseconds(), req.DeviceID).Scan(&gen, &newExpires)
+		defer read.Close()
+		take, err := tx.PrepareContext(ctx, s.sql(`UPDATE devices SET generation = generation + 1, lease_holder = ?, lease_epoch = ?, lease_replica = ?, lease_expires_ms = NOW + ? WHERE id = ? RETURNING generation, lease_expires_ms`))
 		if err != nil {
 			return s.wrap("take lease", err)
 		}
-		lease.Gen, lease.ExpiresAt = uint64(gen), msTime(newExpires)
+		defer take.Close()
+		for _, i := range order {
+			out[i].Lease, out[i].Err = s.acquireOne(ctx, read, take, reqs[i])
+			if out[i].Err != nil && !store.IsLeaseRefusal(out[i].Err) {
+				return out[i].Err // the database failed: the whole batch goes
+			}
+		}
 		return nil
 	})
-	return lease, err
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// acquireOne decides one request inside AcquireLeases' transaction.
+func (s *Store) acquireOne(ctx context.Context, read, take *sql.Stmt, req store.LeaseRequest) (store.Lease, error) {
+	lease := store.Lease{DeviceID: req.DeviceID, Holder: req.Holder, Epoch: req.Epoch}
+	var (
+		revoked       sql.NullInt64
+		gen, now      int64
+		holder, epoch sql.NullString
+		expires       sql.NullInt64
+	)
+	err := read.QueryRowContext(ctx, req.DeviceID).Scan(&revoked, &gen, &holder, &epoch, &expires, &now)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return lease, store.ErrNotFound
+	case err != nil:
+		return lease, s.wrap("read lease", err)
+	case revoked.Valid:
+		return lease, store.ErrRevoked
+	case holder.Valid && holder.String != req.Holder && holder.String != req.Takeover && expires.Int64 > now:
+		return lease, store.ErrLeaseHeld
+	}
+	lease.Previous, lease.PreviousEpoch = holder.String, epoch.String
+	var newExpires int64
+	err = take.QueryRowContext(ctx, req.Holder, req.Epoch, nullString(req.Replica), req.TTL.Milliseconds(), req.DeviceID).Scan(&gen, &newExpires)
+	if err != nil {
+		return lease, s.wrap("take lease", err)
+	}
+	lease.Gen, lease.ExpiresAt = uint64(gen), msTime(newExpires)
+	return lease, nil
 }
 
 // RenewLease extends a holder's lease by ttl from the database's now.

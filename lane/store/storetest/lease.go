@@ -253,3 +253,47 @@ func testRenewReplicaLeases(t *testing.T, s Backend) {
 		t.Error("renewing the leases of no replica did not fail")
 	}
 }
+
+// M.4: a batch of lease requests is decided in one transaction, each as
+// AcquireLease would decide it alone, the answers in the requests' order;
+// two requests for one device are decided one after the other.
+func testAcquireLeasesDecidesEachRequest(t *testing.T, s Backend) {
+	alice := newIdentity(t, s, "alice")
+	free, held, revoked, twice := register(t, s, alice.ID), register(t, s, alice.ID), register(t, s, alice.ID), register(t, s, alice.ID)
+	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: held.ID, Holder: "other", Epoch: "E", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.RevokeDevice(ctx(t), alice.ID, revoked.ID); err != nil {
+		t.Fatal(err)
+	}
+	req := func(device, holder, takeover string) store.LeaseRequest {
+		return store.LeaseRequest{DeviceID: device, Holder: holder, Epoch: "E", Replica: "rep_A", TTL: time.Minute, Takeover: takeover}
+	}
+	out, err := s.AcquireLeases(ctx(t), []store.LeaseRequest{
+		req(twice.ID, "t1", ""),
+		req(held.ID, "h1", ""),
+		req("dev_01J8ZQ4T9X0000000000000000", "u1", ""),
+		req(free.ID, "f1", ""),
+		req(revoked.ID, "r1", ""),
+		req(twice.ID, "t2", ""),   // t1's lease is live: refused
+		req(twice.ID, "t3", "t1"), // names t1 as stale: takes it
+	})
+	if err != nil || len(out) != 7 {
+		t.Fatalf("AcquireLeases = %d outcomes, %v", len(out), err)
+	}
+	wantErr := []error{nil, store.ErrLeaseHeld, store.ErrNotFound, nil, store.ErrRevoked, store.ErrLeaseHeld, nil}
+	for i, want := range wantErr {
+		if !errors.Is(out[i].Err, want) || (want == nil) != (out[i].Err == nil) {
+			t.Errorf("request %d: err = %v, want %v", i, out[i].Err, want)
+		}
+	}
+	if out[0].Lease.Gen != 1 || out[3].Lease.Gen != 1 || out[6].Lease.Gen != 2 || out[6].Lease.Previous != "t1" {
+		t.Fatalf("leases: %+v, %+v, %+v; want gen 1, gen 1, gen 2 replacing t1", out[0].Lease, out[3].Lease, out[6].Lease)
+	}
+	if _, err := s.RenewLease(ctx(t), twice.ID, "t3", time.Minute); err != nil {
+		t.Fatalf("the batch's last holder of a device does not hold it: %v", err)
+	}
+	if out, err := s.AcquireLeases(ctx(t), nil); err != nil || len(out) != 0 {
+		t.Fatalf("an empty batch = %v, %v", out, err)
+	}
+}

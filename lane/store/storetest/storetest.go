@@ -47,6 +47,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"AFullPoolWaitsAsLongAsTheCallersContext", testFullPoolWaits},
 		{"ReleaseReplicaLeasesDrops10000InOneStatement", testReleaseReplicaLeases},
 		{"RenewReplicaLeasesRenews10000InOneStatement", testRenewReplicaLeases},
+		{"AcquireLeasesDecidesEachRequest", testAcquireLeasesDecidesEachRequest},
 		{"AuditRowsCarryTheRemoteAddressAndACount", testAuditRemoteAndCount},
 		{"AuditWrites15000RowsInOneCall", testAuditBatch},
 		{"PruneAuditByTheDatabaseClock", testPruneAudit},
