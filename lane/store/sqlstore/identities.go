@@ -72,6 +72,11 @@ func (s *Store) CreateAPIKey(ctx context.Context, identityID string, digest stor
 	return k, s.wrap("create api key", err)
 }
 
+// identityByKeyRead finds the identity of an API key's digest (prepared
+// once, sqlstore.go).
+const identityByKeyRead = `SELECT i.id, i.name, i.created_ms, i.admin, k.id, k.last_used_ms, NOW
+	FROM api_keys k JOIN identities i ON i.id = k.identity_id WHERE k.digest = ? AND k.revoked_ms IS NULL`
+
 // IdentityByAPIKey finds the identity owning a key that is not revoked. The
 // read is on the read pool; the key's use is written only when the last
 // one recorded is LastUsedAtGranularity old, by the database clock.
@@ -83,9 +88,7 @@ func (s *Store) IdentityByAPIKey(ctx context.Context, digest store.Digest) (stor
 		lastUsed sql.NullInt64
 		now      int64
 	)
-	err := s.reads.QueryRowContext(ctx, s.sql(`SELECT i.id, i.name, i.created_ms, i.admin, k.id, k.last_used_ms, NOW
-		FROM api_keys k JOIN identities i ON i.id = k.identity_id WHERE k.digest = ? AND k.revoked_ms IS NULL`), digest[:]).
-		Scan(&idn.ID, &idn.Name, &created, &idn.Admin, &keyID, &lastUsed, &now)
+	err := s.identityByKey.QueryRowContext(ctx, digest[:]).Scan(&idn.ID, &idn.Name, &created, &idn.Admin, &keyID, &lastUsed, &now)
 	if errors.Is(err, sql.ErrNoRows) {
 		return idn, store.ErrNotFound
 	}
