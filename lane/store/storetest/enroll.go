@@ -243,6 +243,9 @@ func testDevicesByOwner(t *testing.T, s Backend) {
 	a1, a2 := register(t, s, alice.ID), register(t, s, alice.ID)
 	b1 := register(t, s, bob.ID)
 	got, err := s.ListDevices(ctx(t), alice.ID, store.DevicePage{})
+	if listedFirst(a2.CreatedAt, a2.ID, a1.CreatedAt, a1.ID) {
+		a1, a2 = a2, a1
+	}
 	if err != nil || len(got) != 2 || got[0].ID != a1.ID || got[1].ID != a2.ID {
 		t.Fatalf("alice's devices = %+v, %v; want %s, %s in order", got, err, a1.ID, a2.ID)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sema-agent/sema/lane/store"
 )
@@ -37,8 +38,12 @@ func testAdminIsAMarkOnAnIdentity(t *testing.T, s Backend) {
 		t.Fatalf("IdentityByAPIKey(the admin's key) = %+v, %v; want the admin, marked", got, err)
 	}
 	all, err := s.ListIdentities(ctx(t))
-	if err != nil || len(all) != 2 || all[0].ID != admin.ID || !all[0].Admin || all[1].ID != bob.ID || all[1].Admin {
-		t.Fatalf("ListIdentities = %+v, %v; want admin (marked) then bob", all, err)
+	want := []store.Identity{admin, bob}
+	if listedFirst(bob.CreatedAt, bob.ID, admin.CreatedAt, admin.ID) {
+		want[0], want[1] = bob, admin
+	}
+	if err != nil || len(all) != 2 || all[0].ID != want[0].ID || all[0].Admin != want[0].Admin || all[1].ID != want[1].ID || all[1].Admin != want[1].Admin {
+		t.Fatalf("ListIdentities = %+v, %v; want %s then %s, the admin marked", all, err, want[0].Name, want[1].Name)
 	}
 }
 
@@ -55,6 +60,9 @@ func testAPIKeysHaveIDsAndAreListedPerIdentity(t *testing.T, s Backend) {
 		t.Fatalf("new key = %+v", k1)
 	}
 	got, err := s.ListAPIKeys(ctx(t), alice.ID)
+	if listedFirst(k2.CreatedAt, k2.ID, k1.CreatedAt, k1.ID) {
+		k1, k2 = k2, k1
+	}
 	if err != nil || len(got) != 2 || got[0].ID != k1.ID || got[1].ID != k2.ID {
 		t.Fatalf("alice's keys = %+v, %v; want %s, %s", got, err, k1.ID, k2.ID)
 	}
@@ -178,4 +186,12 @@ func testKeyUseIsRecordedAtMostOnceAMinute(t *testing.T, s Backend) {
 	if got := lastUsed(); got < first {
 		t.Fatalf("a use a minute after the last one left last_used_ms at %d, want >= %d", got, first)
 	}
+}
+
+// listedFirst reports whether a row created at t1 with id1 comes before
+// one created at t2 with id2 in a list "oldest first": by creation time,
+// then by id. Rows made in the same millisecond, as a test makes them, are
+// ordered by their ids' random parts, not by which was made first.
+func listedFirst(t1 time.Time, id1 string, t2 time.Time, id2 string) bool {
+	return t1.Before(t2) || t1.Equal(t2) && id1 < id2
 }
