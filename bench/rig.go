@@ -29,6 +29,8 @@ type Rig struct {
 	Lane      *lane.Server
 	DeviceID  string
 	Workspace string
+	URL       string // the lane's HTTP API
+	APIKey    string // an admin key of the lane's identity
 	cleanup   []func()
 }
 
@@ -59,6 +61,7 @@ func NewRig(ctx context.Context) (*Rig, error) {
 	if err != nil {
 		return fail(err)
 	}
+	r.URL, r.APIKey = hs.URL, apiKey
 	token, err := lanetest.IssueToken(ctx, hs.URL, apiKey)
 	if err != nil {
 		return fail(err)
