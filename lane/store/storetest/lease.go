@@ -171,12 +171,7 @@ func testReleaseReplicaLeases(t *testing.T, s Backend) {
 	mine, theirs, takenOver := devices[:n], devices[n], devices[n+1]
 	leaseAll(t, s, mine, "rep_A")
 	leaseAll(t, s, []string{theirs}, "rep_B")
-	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: takenOver, Holder: "rep_A/old", Epoch: "E", Replica: "rep_A", TTL: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: takenOver, Holder: "rep_B/new", Epoch: "E", Replica: "rep_B", TTL: time.Hour, Takeover: "rep_A/old"}); err != nil {
-		t.Fatal(err)
-	}
+	takeOverFromA(t, s, takenOver)
 	released, err := s.ReleaseReplicaLeases(ctx(t), "rep_A")
 	if err != nil || released != n {
 		t.Fatalf("ReleaseReplicaLeases = %d, %v; want %d", released, err, n)
@@ -203,6 +198,18 @@ func testReleaseReplicaLeases(t *testing.T, s Backend) {
 	}
 }
 
+// takeOverFromA has rep_A lease device as rep_A/old, then rep_B take it
+// over as rep_B/new.
+func takeOverFromA(t *testing.T, s Backend, device string) {
+	t.Helper()
+	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: device, Holder: "rep_A/old", Epoch: "E", Replica: "rep_A", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: device, Holder: "rep_B/new", Epoch: "E", Replica: "rep_B", TTL: time.Hour, Takeover: "rep_A/old"}); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // M.2: a replica renews every lease it holds in one statement, 10,000
 // here, and learns which it still holds; a lease another replica took over
 // is neither renewed nor reported, and an expired lease of its own is
@@ -214,12 +221,7 @@ func testRenewReplicaLeases(t *testing.T, s Backend) {
 	mine, theirs, takenOver, expired := devices[:n], devices[n], devices[n+1], devices[n+2]
 	leaseAll(t, s, mine, "rep_A")
 	leaseAll(t, s, []string{theirs}, "rep_B")
-	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: takenOver, Holder: "rep_A/old", Epoch: "E", Replica: "rep_A", TTL: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: takenOver, Holder: "rep_B/new", Epoch: "E", Replica: "rep_B", TTL: time.Hour, Takeover: "rep_A/old"}); err != nil {
-		t.Fatal(err)
-	}
+	takeOverFromA(t, s, takenOver)
 	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: expired, Holder: "rep_A/expired", Epoch: "E", Replica: "rep_A", TTL: 0}); err != nil {
 		t.Fatal(err)
 	}
