@@ -103,6 +103,22 @@ type Store interface {
 	// holder of another replica has taken since is never touched.
 	ReleaseReplicaLeases(ctx context.Context, replica string) (int64, error)
 
+	// RegisterReplica records a lane server process as a replica reached at
+	// advertiseURL (issue L), its start and heartbeat the database's now;
+	// registering an id again renews its row and clears its draining mark.
+	RegisterReplica(ctx context.Context, id, advertiseURL string) error
+	// HeartbeatReplica marks a replica alive at the database's now;
+	// ErrNotFound if its row is gone, and then it registers again.
+	HeartbeatReplica(ctx context.Context, id string) error
+	// MarkReplicaDraining records that a replica has begun to shut down;
+	// ErrNotFound if its row is gone.
+	MarkReplicaDraining(ctx context.Context, id string) error
+	// RemoveReplica deletes a replica's row; a no-op if there is none.
+	RemoveReplica(ctx context.Context, id string) error
+	// ListReplicas returns every replica, oldest first, each Live if its
+	// heartbeat is within live of the database's now.
+	ListReplicas(ctx context.Context, live time.Duration) ([]Replica, error)
+
 	// Audit appends audit rows, all in one transaction; At is set by the
 	// database.
 	Audit(ctx context.Context, events ...AuditEvent) error
@@ -233,6 +249,16 @@ type LeaseOutcome struct {
 // database failing.
 func IsLeaseRefusal(err error) bool {
 	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrRevoked) || errors.Is(err, ErrLeaseHeld)
+}
+
+// Replica is one lane server process on the registry (issue L).
+type Replica struct {
+	ID           string
+	AdvertiseURL string // where the other replicas reach it
+	StartedAt    time.Time
+	HeartbeatAt  time.Time
+	DrainingAt   *time.Time // set once it began to shut down
+	Live         bool       // its heartbeat is within ListReplicas' bound
 }
 
 // Lease is a held connection lease.

@@ -48,6 +48,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"ReleaseReplicaLeasesDrops10000InOneStatement", testReleaseReplicaLeases},
 		{"RenewReplicaLeasesRenews10000InOneStatement", testRenewReplicaLeases},
 		{"AcquireLeasesDecidesEachRequest", testAcquireLeasesDecidesEachRequest},
+		{"ReplicasHaveARowAndAHeartbeat", testReplicasHaveARowAndAHeartbeat},
 		{"AuditRowsCarryTheRemoteAddressAndACount", testAuditRemoteAndCount},
 		{"AuditWrites15000RowsInOneCall", testAuditBatch},
 		{"PruneAuditByTheDatabaseClock", testPruneAudit},
