@@ -58,6 +58,12 @@ type Config struct {
 	// AuditKeep names events whose rows are never pruned (sema server keeps
 	// the record of its first start).
 	AuditKeep []string
+	// AdvertiseURL is where the other replicas on the same registry reach
+	// this one (issue L): an absolute http or https URL. When set, New
+	// records the replica in the registry, each lease renewal round beats
+	// its heartbeat, and Shutdown marks it draining, then removes it. ""
+	// records no replica row (one replica alone, as on SQLite).
+	AdvertiseURL string
 	// Logger receives structured logs; default slog.Default(). Tokens, keys
 	// and content are never logged.
 	Logger *slog.Logger
@@ -149,6 +155,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
+	}
+	if err := checkAdvertiseURL(c.AdvertiseURL); err != nil {
+		return c, err
 	}
 	if c.MaxBufferedContent == 0 {
 		c.MaxBufferedContent = DefaultMaxBufferedContent

@@ -609,6 +609,7 @@ type hookStore struct {
 	acquiredHook func(store.LeaseRequest) // runs after a lease was taken
 	renewals     renewalCounts            // renewer_test.go
 	leaseBatches []int                    // the size of each AcquireLeases call
+	replica      replicaCalls             // replica_test.go
 }
 
 func (h *hookStore) Device(ctx context.Context, id string) (store.Device, error) {

@@ -58,6 +58,7 @@ func (s *Server) renewLeases() {
 	round := s.leaseRound.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), leaseReleaseTimeout)
 	defer cancel()
+	s.beatReplica(ctx)
 	held, err := s.store.RenewReplicaLeases(ctx, s.replica, s.cfg.LeaseTTL)
 	if err != nil {
 		s.log.Warn("lane: renewing this replica's leases failed; the next round retries before they expire", "replica", s.replica, "err", err)

@@ -75,6 +75,12 @@ func New(cfg Config) (*Server, error) {
 		memo:         newSettledMemo(cfg.SettledMemo),
 		neverStarted: newSettledMemo(cfg.SettledMemo),
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), leaseReleaseTimeout)
+	err = s.registerReplica(ctx)
+	cancel()
+	if err != nil {
+		return nil, err
+	}
 	s.audits = startAuditor(auditorConfig{store: cfg.Store, log: cfg.Logger, clock: cfg.Clock, retention: cfg.AuditRetention, keep: cfg.AuditKeep})
 	s.leases.store = cfg.Store
 	s.renewer = startLeaseRenewer(s)

@@ -130,6 +130,7 @@ func (s *Server) kick(deviceID string, reason protocol.ByeReason) {
 // is released in one statement, also when ctx ran out first. It returns
 // when every connection has ended, or with ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
+	s.markReplicaDraining()
 	s.mu.Lock()
 	s.draining = true
 	devices := make([]string, 0, len(s.devices))
@@ -154,6 +155,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.renewer.close()
 	s.leases.wait()
 	s.releaseLeases()
+	s.removeReplica()
 	s.shutdownMu.Do(s.audits.close)
 	return err
 }

@@ -39,6 +39,7 @@ const eventAdminCreated = "server.admin_created"
 
 type serverFlags struct {
 	listen, data, postgres, publicURL, tlsCert, tlsKey string
+	advertiseURL                                       string
 	logFormat                                          string
 	verbose                                            bool
 	shutdownTimeout                                    time.Duration
@@ -66,6 +67,7 @@ func newServerCmd() *cobra.Command {
 	fl.StringVar(&f.data, "data", "", "the data dir: the SQLite registry (unless --postgres) and "+AdminKeyFile+" (default $"+EnvDataDir+", else the OS config dir + /sema/server)")
 	fl.StringVar(&f.postgres, "postgres", "", "a PostgreSQL URL for the registry instead of SQLite (or $"+EnvPostgres+")")
 	fl.StringVar(&f.publicURL, "public-url", "", "the URL devices and users reach this server at, for the lines it prints (default from --listen)")
+	fl.StringVar(&f.advertiseURL, "advertise-url", "", "with --postgres: the URL the other replicas reach this one at (default from --listen; the host's name when it listens on every address)")
 	fl.StringVar(&f.tlsCert, "tls-cert", "", "serve HTTPS with this certificate (PEM); needs --tls-key")
 	fl.StringVar(&f.tlsKey, "tls-key", "", "the private key of --tls-cert (PEM)")
 	fl.StringVar(&f.logFormat, "log-format", "text", "text or json")
@@ -101,6 +103,36 @@ func newServerCmd() *cobra.Command {
 
 // serverDataDir resolves --data, $SEMA_DATA_DIR, or the OS config dir +
 // /sema/server.
+// advertiseURL is where the other replicas on the same PostgreSQL reach
+// this one (issue L): --advertise-url, or the listen address, with the
+// host's name in place of an address that means every interface. A server
+// on SQLite is the only replica (its data dir is locked) and has none.
+func advertiseURL(f *serverFlags, scheme string, addr net.Addr) (string, error) {
+	if f.postgres == "" {
+		if f.advertiseURL != "" {
+			return "", usageError{errors.New("--advertise-url needs --postgres: a server on SQLite is the only replica of its registry")}
+		}
+		return "", nil
+	}
+	if f.advertiseURL != "" {
+		u, err := url.Parse(f.advertiseURL)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+			return "", usageError{fmt.Errorf("--advertise-url %q: want http(s)://host[:port]", f.advertiseURL)}
+		}
+		return f.advertiseURL, nil
+	}
+	host, port, err := net.SplitHostPort(addr.String())
+	if err != nil {
+		return "", fmt.Errorf("advertise URL from the listen address %s: %w", addr, err)
+	}
+	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
+		if host, err = os.Hostname(); err != nil {
+			return "", fmt.Errorf("--listen %s is every address and the host's name is unknown (%v): give --advertise-url", f.listen, err)
+		}
+	}
+	return scheme + "://" + net.JoinHostPort(host, port), nil
+}
+
 func serverDataDir(flag string) (string, error) {
 	dir := flag
 	if dir == "" {
@@ -167,6 +199,11 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 		return usageError{fmt.Errorf("--public-url %q: want http(s)://host[:port]", f.publicURL)}
 	}
 
+	advertise, err := advertiseURL(f, scheme, ln.Addr())
+	if err != nil {
+		return err
+	}
+
 	ctx := c.Context()
 	st, kind, err := openStore(ctx, dir, f.postgres)
 	if err != nil {
@@ -177,7 +214,7 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 		return err
 	}
 	cfg := f.cfg
-	cfg.Store, cfg.Logger = st, log
+	cfg.Store, cfg.Logger, cfg.AdvertiseURL = st, log, advertise
 	cfg.AuditKeep = []string{eventAdminCreated} // ensureAdmin reads it on every start
 	srv, err := lane.New(cfg)
 	if err != nil {
@@ -199,7 +236,7 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 		log.Warn("plain HTTP on a non-loopback address: API keys and enrollment tokens cross the network in clear; " +
 			"use --tls-cert/--tls-key, or a TLS proxy and an https --public-url")
 	}
-	log.Info("lane listening", "url", localURL, "public_url", public, "store", kind, "data", dir,
+	log.Info("lane listening", "url", localURL, "public_url", public, "advertise_url", advertise, "store", kind, "data", dir,
 		"heartbeat_interval", cfg.HeartbeatInterval, "max_inflight", cfg.MaxInflight, "token_ttl", cfg.TokenTTL)
 
 	var serveErr error

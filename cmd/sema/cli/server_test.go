@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -63,9 +64,21 @@ func TestServerOnPostgres(t *testing.T) {
 	if _, sqlite := os.Stat(filepath.Join(data, "sema.db")); sqlite == nil {
 		t.Error("a SQLite file was created")
 	}
+	// Issue L: the server is a replica, reached at its listen address.
+	var advertised string
+	if err := admin.QueryRowContext(t.Context(), "SELECT advertise_url FROM "+schema+".replicas").Scan(&advertised); err != nil || advertised != s.url {
+		t.Errorf("the replica's row: %q, %v; want one, advertising %s", advertised, err, s.url)
+	}
+	if !strings.Contains(s.stderr.String(), "advertise_url="+s.url) {
+		t.Errorf("the startup line does not name the advertise URL:\n%s", s.stderr)
+	}
 	s.cmd.Process.Signal(syscall.SIGTERM)
 	if code := s.wait(t); code != 0 {
 		t.Fatalf("exit %d", code)
+	}
+	var rows int
+	if err := admin.QueryRowContext(t.Context(), "SELECT count(*) FROM "+schema+".replicas").Scan(&rows); err != nil || rows != 0 {
+		t.Errorf("%d replica rows after SIGTERM (%v); want the row removed", rows, err)
 	}
 	again := startProc(t, nil, nil, "server", "--listen", "127.0.0.1:0", "--data", data)
 	waitFor(t, "the restart", func() bool { return listeningURL.MatchString(again.stderr.String()) })
@@ -75,6 +88,29 @@ func TestServerOnPostgres(t *testing.T) {
 	again.cmd.Process.Signal(syscall.SIGTERM)
 	if code := again.wait(t); code != 0 {
 		t.Fatalf("exit %d", code)
+	}
+}
+
+// --advertise-url is a replica's, so it needs --postgres, and a URL the
+// other replicas can dial; both are refused before anything is opened.
+func TestServerAdvertiseURLRefusals(t *testing.T) {
+	var out bytes.Buffer
+	cli.Stdout, cli.Stderr = &out, &out
+	t.Cleanup(func() { cli.Stdout, cli.Stderr = os.Stdout, os.Stderr })
+	t.Setenv(cli.EnvPostgres, "")
+	for _, c := range []struct {
+		flags []string
+		want  string
+	}{
+		{[]string{"--advertise-url", "http://10.0.0.5:8420"}, "--advertise-url needs --postgres"},
+		{[]string{"--postgres", "postgres://nowhere.invalid/sema", "--advertise-url", "10.0.0.5:8420"}, `--advertise-url "10.0.0.5:8420"`},
+		{[]string{"--postgres", "postgres://nowhere.invalid/sema", "--advertise-url", "ftp://10.0.0.5"}, `--advertise-url "ftp://10.0.0.5"`},
+	} {
+		out.Reset()
+		args := append([]string{"server", "--listen", "127.0.0.1:0", "--data", t.TempDir()}, c.flags...)
+		if code := cli.Run(t.Context(), args); code != cli.ExitUsage || !strings.Contains(out.String(), c.want) {
+			t.Errorf("%v: exit %d (want %d), %q; want it to say %q", c.flags, code, cli.ExitUsage, out.String(), c.want)
+		}
 	}
 }
 
