@@ -127,8 +127,10 @@ func (s *Server) kick(deviceID string, reason protocol.ByeReason) {
 // helloReject draining; every connection gets bye draining; work in flight
 // settles outcome_unknown (R2: "a shutting-down replica settles its
 // in-flight work as outcome-unknown"); then every lease this replica holds
-// is released in one statement, also when ctx ran out first. It returns
-// when every connection has ended, or with ctx's error.
+// is released in one statement, also when ctx ran out first. With an
+// advertise URL, the replica's row is marked draining first and removed
+// last (replica.go). It returns when every connection has ended, or with
+// ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.markReplicaDraining()
 	s.mu.Lock()
