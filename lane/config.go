@@ -156,7 +156,7 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}
-	if err := checkAdvertiseURL(c.AdvertiseURL); err != nil {
+	if err := CheckAdvertiseURL(c.AdvertiseURL); err != nil {
 		return c, err
 	}
 	if c.MaxBufferedContent == 0 {

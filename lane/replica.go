@@ -14,9 +14,9 @@ import (
 // rounds, marked draining when Shutdown begins and removed when it ends.
 // The row is what the other replicas on the registry see of this one.
 
-// checkAdvertiseURL refuses an advertise URL the other replicas could not
-// dial; "" is no URL.
-func checkAdvertiseURL(raw string) error {
+// CheckAdvertiseURL refuses an advertise URL the other replicas could not
+// dial (Config.AdvertiseURL); "" is no URL.
+func CheckAdvertiseURL(raw string) error {
 	if raw == "" {
 		return nil
 	}

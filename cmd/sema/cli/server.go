@@ -115,8 +115,7 @@ func advertiseURL(f *serverFlags, scheme string, addr net.Addr) (string, error) 
 		return "", nil
 	}
 	if f.advertiseURL != "" {
-		u, err := url.Parse(f.advertiseURL)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || u.User != nil || u.RawQuery != "" || u.Fragment != "" {
+		if lane.CheckAdvertiseURL(f.advertiseURL) != nil {
 			return "", usageError{fmt.Errorf("--advertise-url %q: want http(s)://host[:port]", f.advertiseURL)}
 		}
 		return f.advertiseURL, nil
