@@ -118,6 +118,10 @@ type Store interface {
 	// ListReplicas returns every replica, oldest first, each Live if its
 	// heartbeat is within live of the database's now.
 	ListReplicas(ctx context.Context, live time.Duration) ([]Replica, error)
+	// ClusterSecret returns the registry's cluster secret, the key of the
+	// replicas' requests to each other: the one stored, or candidate if
+	// none was, stored now. Concurrent first calls agree on one.
+	ClusterSecret(ctx context.Context, candidate string) (string, error)
 
 	// Audit appends audit rows, all in one transaction; At is set by the
 	// database.
@@ -218,6 +222,11 @@ type Device struct {
 	CreatedAt     time.Time
 	RevokedAt     *time.Time // nil while not revoked; revocation is terminal
 	Generation    uint64     // the last generation handed out; 0 before any
+	// Leased is whether a connection holds a live lease on the device, by
+	// the database clock (the registry's presence, issue L), and
+	// LeaseReplica the replica that took it ("" when none is named).
+	Leased       bool
+	LeaseReplica string
 }
 
 // Revoked reports whether the device is revoked.
@@ -269,9 +278,11 @@ type Lease struct {
 	Gen       uint64 // the generation of this connection
 	ExpiresAt time.Time
 	// Previous is the holder whose lease this one replaced ("" if the lease
-	// was free or expired), and PreviousEpoch its epoch.
-	Previous      string
-	PreviousEpoch string
+	// was free or expired), PreviousEpoch its epoch and PreviousReplica its
+	// replica. With ErrLeaseHeld they name the holder that keeps it.
+	Previous        string
+	PreviousEpoch   string
+	PreviousReplica string
 }
 
 // AuditEvent is one row of the audit trail. It never holds a token, a key

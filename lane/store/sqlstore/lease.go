@@ -33,7 +33,7 @@ func (s *Store) AcquireLeases(ctx context.Context, reqs []store.LeaseRequest) ([
 	}
 	slices.SortStableFunc(order, func(a, b int) int { return strings.Compare(reqs[a].DeviceID, reqs[b].DeviceID) })
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		read, err := tx.PrepareContext(ctx, s.sql(`SELECT revoked_ms, generation, lease_holder, lease_epoch, lease_expires_ms, NOW FROM devices WHERE id = ?`+s.d.ForUpdate))
+		read, err := tx.PrepareContext(ctx, s.sql(`SELECT revoked_ms, generation, lease_holder, lease_epoch, lease_replica, lease_expires_ms, NOW FROM devices WHERE id = ?`+s.d.ForUpdate))
 		if err != nil {
 			return s.wrap("read lease", err)
 		}
@@ -64,9 +64,10 @@ func (s *Store) acquireOne(ctx context.Context, read, take *sql.Stmt, req store.
 		revoked       sql.NullInt64
 		gen, now      int64
 		holder, epoch sql.NullString
+		replica       sql.NullString
 		expires       sql.NullInt64
 	)
-	err := read.QueryRowContext(ctx, req.DeviceID).Scan(&revoked, &gen, &holder, &epoch, &expires, &now)
+	err := read.QueryRowContext(ctx, req.DeviceID).Scan(&revoked, &gen, &holder, &epoch, &replica, &expires, &now)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
 		return lease, store.ErrNotFound
@@ -74,10 +75,11 @@ func (s *Store) acquireOne(ctx context.Context, read, take *sql.Stmt, req store.
 		return lease, s.wrap("read lease", err)
 	case revoked.Valid:
 		return lease, store.ErrRevoked
-	case holder.Valid && holder.String != req.Holder && holder.String != req.Takeover && expires.Int64 > now:
+	}
+	lease.Previous, lease.PreviousEpoch, lease.PreviousReplica = holder.String, epoch.String, replica.String
+	if holder.Valid && holder.String != req.Holder && holder.String != req.Takeover && expires.Int64 > now {
 		return lease, store.ErrLeaseHeld
 	}
-	lease.Previous, lease.PreviousEpoch = holder.String, epoch.String
 	var newExpires int64
 	err = take.QueryRowContext(ctx, req.Holder, req.Epoch, nullString(req.Replica), req.TTL.Milliseconds(), req.DeviceID).Scan(&gen, &newExpires)
 	if err != nil {

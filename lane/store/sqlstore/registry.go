@@ -68,7 +68,9 @@ func (s *Store) RegisterDevice(ctx context.Context, r store.Registration) (store
 	return dev, created, err
 }
 
-const deviceColumns = `id, owner_id, pubkey, platform_os, platform_arch, display_name, workspace_root, created_ms, revoked_ms, generation`
+// deviceColumns ends with the lease: its replica, and whether it is live
+// by the database clock.
+const deviceColumns = `id, owner_id, pubkey, platform_os, platform_arch, display_name, workspace_root, created_ms, revoked_ms, generation, lease_holder, lease_replica, lease_expires_ms > NOW`
 
 type scanner interface{ Scan(...any) error }
 
@@ -78,12 +80,18 @@ func scanDevice(row scanner) (store.Device, error) {
 		created int64
 		revoked sql.NullInt64
 		gen     int64
+		holder  sql.NullString
+		replica sql.NullString
+		live    sql.NullBool
 	)
-	err := row.Scan(&d.ID, &d.OwnerID, &d.PublicKey, &d.PlatformOS, &d.PlatformArch, &d.DisplayName, &d.WorkspaceRoot, &created, &revoked, &gen)
+	err := row.Scan(&d.ID, &d.OwnerID, &d.PublicKey, &d.PlatformOS, &d.PlatformArch, &d.DisplayName, &d.WorkspaceRoot, &created, &revoked, &gen, &holder, &replica, &live)
 	if errors.Is(err, sql.ErrNoRows) {
 		return d, store.ErrNotFound
 	}
 	d.CreatedAt, d.RevokedAt, d.Generation = msTime(created), nullMsTime(revoked), uint64(gen)
+	if holder.Valid && live.Valid && live.Bool {
+		d.Leased, d.LeaseReplica = true, replica.String
+	}
 	return d, err
 }
 

@@ -69,3 +69,17 @@ func scanReplica(row scanner) (store.Replica, error) {
 	r.StartedAt, r.HeartbeatAt, r.DrainingAt = msTime(started), msTime(heartbeat), nullMsTime(draining)
 	return r, nil
 }
+
+// ClusterSecret stores candidate unless a secret is stored, and returns the
+// one that is.
+func (s *Store) ClusterSecret(ctx context.Context, candidate string) (string, error) {
+	if candidate == "" {
+		return "", errors.New("sqlstore: a cluster secret candidate is required")
+	}
+	if _, err := s.db.ExecContext(ctx, s.sql(`INSERT INTO cluster_secret (id, secret, created_ms) VALUES (1, ?, NOW) ON CONFLICT (id) DO NOTHING`), candidate); err != nil {
+		return "", s.wrap("store the cluster secret", err)
+	}
+	var secret string
+	err := s.db.QueryRowContext(ctx, `SELECT secret FROM cluster_secret WHERE id = 1`).Scan(&secret)
+	return secret, s.wrap("read the cluster secret", err)
+}

@@ -2,6 +2,9 @@ package storetest
 
 import (
 	"errors"
+	"fmt"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -97,4 +100,77 @@ func replicaNamed(t *testing.T, all []store.Replica, id string) store.Replica {
 	}
 	t.Fatalf("no replica %s in %+v", id, all)
 	return store.Replica{}
+}
+
+// L.3: the registry's presence: a device row says whether a live lease is
+// held on it and by which replica, by the database clock; a refused lease
+// names the holder that keeps it, and its replica.
+func testADeviceRowTellsItsLiveLeaseAndReplica(t *testing.T, s Backend) {
+	alice := newIdentity(t, s, "alice")
+	d := register(t, s, alice.ID)
+	if got, _ := s.Device(ctx(t), d.ID); got.Leased || got.LeaseReplica != "" {
+		t.Fatalf("a device never connected = %+v; want no lease", got)
+	}
+	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: d.ID, Holder: "c1", Epoch: "E1", Replica: "rep_A", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Device(ctx(t), d.ID)
+	if err != nil || !got.Leased || got.LeaseReplica != "rep_A" || got.Generation != 1 {
+		t.Fatalf("leased device = %+v, %v; want leased by rep_A at gen 1", got, err)
+	}
+	page, err := s.ListDevices(ctx(t), alice.ID, store.DevicePage{Limit: 10})
+	if err != nil || len(page) != 1 || !page[0].Leased || page[0].LeaseReplica != "rep_A" {
+		t.Fatalf("listed = %+v, %v; want the lease of rep_A", page, err)
+	}
+	held, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: d.ID, Holder: "c2", Epoch: "E1", Replica: "rep_B", TTL: time.Minute})
+	if !errors.Is(err, store.ErrLeaseHeld) || held.Previous != "c1" || held.PreviousReplica != "rep_A" || held.PreviousEpoch != "E1" {
+		t.Fatalf("refused lease = %+v, %v; want ErrLeaseHeld naming c1 of rep_A", held, err)
+	}
+	// Expired by the database clock: no longer a live lease.
+	if _, err := s.DB().ExecContext(ctx(t), `UPDATE devices SET lease_expires_ms = lease_expires_ms - 120000`); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Device(ctx(t), d.ID); got.Leased || got.LeaseReplica != "" {
+		t.Fatalf("device with an expired lease = %+v; want none live", got)
+	}
+	if _, err := s.AcquireLease(ctx(t), store.LeaseRequest{DeviceID: d.ID, Holder: "c3", Epoch: "E1", TTL: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Device(ctx(t), d.ID); !got.Leased || got.LeaseReplica != "" {
+		t.Fatalf("leased without a replica = %+v; want leased, no replica named", got)
+	}
+	if err := s.ReleaseLease(ctx(t), d.ID, "c3"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Device(ctx(t), d.ID); got.Leased {
+		t.Fatalf("released = %+v; want no lease", got)
+	}
+}
+
+// L.2: the first cluster secret stored is every replica's, also when
+// replicas start at once.
+func testTheClusterSecretIsTheFirstOneStored(t *testing.T, s Backend) {
+	if _, err := s.ClusterSecret(ctx(t), ""); err == nil {
+		t.Fatal("an empty candidate was accepted")
+	}
+	got := make([]string, 8)
+	var wg sync.WaitGroup
+	for i := range got {
+		wg.Go(func() {
+			secret, err := s.ClusterSecret(ctx(t), fmt.Sprintf("secret-%d", i))
+			if err != nil {
+				t.Error(err)
+			}
+			got[i] = secret
+		})
+	}
+	wg.Wait()
+	for _, g := range got {
+		if g != got[0] || !strings.HasPrefix(g, "secret-") {
+			t.Fatalf("concurrent first calls answered %q; want one stored candidate", got)
+		}
+	}
+	if again, err := s.ClusterSecret(ctx(t), "later"); err != nil || again != got[0] {
+		t.Fatalf("a later call = %q, %v; want the stored %q", again, err, got[0])
+	}
 }

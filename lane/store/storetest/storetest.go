@@ -49,6 +49,8 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"RenewReplicaLeasesRenews10000InOneStatement", testRenewReplicaLeases},
 		{"AcquireLeasesDecidesEachRequest", testAcquireLeasesDecidesEachRequest},
 		{"ReplicasHaveARowAndAHeartbeat", testReplicasHaveARowAndAHeartbeat},
+		{"ADeviceRowTellsItsLiveLeaseAndReplica", testADeviceRowTellsItsLiveLeaseAndReplica},
+		{"TheClusterSecretIsTheFirstOneStored", testTheClusterSecretIsTheFirstOneStored},
 		{"AuditRowsCarryTheRemoteAddressAndACount", testAuditRemoteAndCount},
 		{"AuditWrites15000RowsInOneCall", testAuditBatch},
 		{"PruneAuditByTheDatabaseClock", testPruneAudit},
