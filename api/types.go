@@ -228,3 +228,11 @@ type Session struct {
 	DeviceID      string `json:"deviceId"`
 	BoundAt       string `json:"boundAt"`
 }
+
+// Error codes of a request one replica forwards to another (issue L).
+const (
+	// CodeOutcomeUnknown: the replica holding the device failed after the
+	// request reached it and before its answer began; the instruction may
+	// have run. It is never dispatched again elsewhere.
+	CodeOutcomeUnknown = "instruction.outcome_unknown"
+)

@@ -301,6 +301,8 @@ func (s *Server) cancelInstruction(w http.ResponseWriter, r *http.Request) {
 		call.Cancel()
 	case !live && remembered && s.owns(r, caller.ID, deviceID):
 		// Settled already: cancelling is a no-op.
+	case !live && !remembered && s.cancelElsewhere(r, id):
+		// Another replica dispatched it, and cancels it.
 	default:
 		writeError(w, errorf(http.StatusNotFound, codeInstructionNotFound, "no instruction %q of yours is known to this lane", clip(id)))
 		return

@@ -42,6 +42,10 @@ type testLane struct {
 	srv   *Server
 }
 
+// advertiseSelf as Config.AdvertiseURL makes newTestLane advertise the
+// lane's own test server: a replica its peers reach.
+const advertiseSelf = "test:self"
+
 func newTestLane(t testing.TB, mutate ...func(*Config)) *testLane {
 	t.Helper()
 	dir := t.TempDir()
@@ -55,14 +59,20 @@ func newTestLane(t testing.TB, mutate ...func(*Config)) *testLane {
 	for _, m := range mutate {
 		m(&cfg)
 	}
+	hs := httptest.NewUnstartedServer(nil)
+	if cfg.AdvertiseURL == advertiseSelf {
+		cfg.AdvertiseURL = "http://" + hs.Listener.Addr().String()
+	}
 	srv, err := New(cfg)
 	if err != nil {
+		hs.Close()
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	hs := httptest.NewServer(srv.Handler())
+	hs.Config.Handler = srv.Handler()
+	hs.Start()
 	t.Cleanup(hs.Close)
-	return &testLane{t: t, dir: dir, url: hs.URL, store: st, clock: clock, srv: srv}
+	return &testLane{t: t, dir: dir, url: hs.URL, store: cfg.Store, clock: clock, srv: srv}
 }
 
 // auditRows returns the audit rows written so far (the auditor is

@@ -35,6 +35,7 @@ type metrics struct {
 	contentBusy atomic.Uint64 // instruction requests answered 503 service.busy
 
 	deliveryOverflows atomic.Uint64 // commands the lane cancelled for the delivery bound
+	forwarded         atomic.Uint64 // device requests forwarded to the replica holding the device
 }
 
 func (m *metrics) httpConnsOpen(delta int64) { m.httpOpen.Add(delta) }
@@ -109,6 +110,9 @@ type Metrics struct {
 	// DeliveryOverflows counts commands the lane cancelled because their
 	// output outran the pending-delivery bound (§4).
 	DeliveryOverflows uint64
+	// Forwarded counts device requests (instructions, streamed writes)
+	// this replica forwarded to the replica holding the device (issue L).
+	Forwarded uint64
 
 	Dispatches []Count // {state, outcome}: settled instructions
 	Refusals   []Count // {what, reason}: hellos, frames, upgrades, enrollments refused
@@ -129,6 +133,7 @@ func (s *Server) Metrics() Metrics {
 	m.HTTPConns, m.HTTPConnsRefused = s.metrics.httpOpen.Load(), s.metrics.httpRefused.Load()
 	m.BufferedContent, m.ContentBusy = s.budget.inUse(), s.metrics.contentBusy.Load()
 	m.DeliveryOverflows = s.metrics.deliveryOverflows.Load()
+	m.Forwarded = s.metrics.forwarded.Load()
 	for _, d := range devices {
 		d.mu.Lock()
 		if c := d.conn; c != nil && c.state().online() {
@@ -190,6 +195,7 @@ func (s *Server) WriteMetrics(w io.Writer) error {
 	plain("sema_lane_http_connections_refused_total", "HTTP connections closed at once at the connection cap.", m.HTTPConnsRefused)
 	gauge("sema_lane_buffered_content_bytes", "Bytes of instruction bodies and write content held in memory now (reserved).", m.BufferedContent)
 	plain("sema_lane_content_busy_total", "Instruction requests refused 503 service.busy: the buffered-content budget was full.", m.ContentBusy)
+	plain("sema_lane_forwarded_total", "Device requests forwarded to the lane replica holding the device's connection.", m.Forwarded)
 	plain("sema_lane_delivery_overflows_total", "Commands the lane cancelled because their output outran the pending-delivery bound (a device sending past its acknowledgements).", m.DeliveryOverflows)
 	counter("sema_lane_dispatches_total", "Settled instructions by state and outcome (the outcome kind, or the errorCode of a failure).",
 		"state", "outcome", m.Dispatches)

@@ -54,6 +54,9 @@ func (s *Server) beatReplica(ctx context.Context) {
 	if err != nil {
 		s.log.Warn("lane: this replica's heartbeat failed; the next round retries", "replica", s.replica, "err", err)
 	}
+	if err := s.peers.Refresh(ctx); err != nil {
+		s.log.Warn("lane: reading the other replicas failed; the next round retries", "replica", s.replica, "err", err)
+	}
 }
 
 // markReplicaDraining tells the other replicas this one is shutting down.

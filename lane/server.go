@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/lane/cluster"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -54,6 +55,10 @@ type Server struct {
 	metrics      metrics // counters for /metrics (metrics.go)
 	budget       *contentBudget
 	reclaim      reclaimMemory
+	// The cluster (forward.go), nil unless Config.AdvertiseURL is set.
+	hop       *cluster.Hop
+	peers     *cluster.Directory
+	forwarder *cluster.Forwarder
 }
 
 // New builds a Server from cfg.
@@ -77,6 +82,9 @@ func New(cfg Config) (*Server, error) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaseReleaseTimeout)
 	err = s.registerReplica(ctx)
+	if err == nil {
+		err = s.startCluster(ctx)
+	}
 	cancel()
 	if err != nil {
 		return nil, err
@@ -90,8 +98,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/devices/enroll", s.laneOnly(s.authenticated(s.enroll)))
 	s.mux.HandleFunc("GET /v1/devices", s.laneOnly(s.authenticated(s.listDevices)))
 	s.mux.HandleFunc("POST /v1/devices/{id}/revoke", s.laneOnly(s.authenticated(s.revokeDevice)))
-	s.mux.HandleFunc("POST /v1/devices/{id}/instructions", s.laneOnly(s.authenticated(s.postInstruction)))
-	s.mux.HandleFunc("POST /v1/devices/{id}/writes", s.laneOnly(s.authenticated(s.postWrite)))
+	s.mux.HandleFunc("POST /v1/devices/{id}/instructions", s.laneOnly(s.authenticated(s.routed(s.postInstruction))))
+	s.mux.HandleFunc("POST /v1/devices/{id}/writes", s.laneOnly(s.authenticated(s.routed(s.postWrite))))
 	s.mux.HandleFunc("POST /v1/instructions/{id}/cancel", s.laneOnly(s.authenticated(s.cancelInstruction)))
 	s.mux.HandleFunc("POST /v1/identities", s.laneOnly(s.authenticated(s.adminOnly(s.createIdentity))))
 	s.mux.HandleFunc("GET /v1/identities", s.laneOnly(s.authenticated(s.adminOnly(s.listIdentities))))
@@ -173,6 +181,10 @@ func callerOf(ctx context.Context) store.Identity {
 // or answers 403 auth.forbidden. The key is looked up by its digest only.
 func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if aerr := s.verifyHop(r); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
 		key, ok := bearer(r)
 		if !ok {
 			writeError(w, errorf(http.StatusForbidden, codeForbidden, "a verified identity is required: send Authorization: Bearer <api key>"))

@@ -158,6 +158,9 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	s.leases.wait()
 	s.releaseLeases()
 	s.removeReplica()
+	if s.forwarder != nil {
+		s.forwarder.Close()
+	}
 	s.shutdownMu.Do(s.audits.close)
 	return err
 }

@@ -1,0 +1,89 @@
+package cluster
+
+import (
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+)
+
+var testSecret = strings.Repeat("s", 32)
+
+type fixedClock struct{ t time.Time }
+
+func (c *fixedClock) now() time.Time { return c.t }
+
+func newTestHop(t *testing.T, secret, self string, clock *fixedClock) *Hop {
+	t.Helper()
+	h, err := NewHop(secret, self, clock.now)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func TestAHopSignedByAReplicaVerifies(t *testing.T) {
+	clock := &fixedClock{time.UnixMilli(1_700_000_000_000)}
+	a, b := newTestHop(t, testSecret, "rep_A", clock), newTestHop(t, testSecret, "rep_B", clock)
+	r := httptest.NewRequest("POST", "/v1/devices/dev_X/instructions?x=1", nil)
+	if _, err := b.Verify(r); !errors.Is(err, ErrNotAHop) || IsHop(r) {
+		t.Fatalf("a plain request: Verify = %v, IsHop = %v; want ErrNotAHop, false", err, IsHop(r))
+	}
+	a.Sign(r, "192.0.2.7")
+	got, err := b.Verify(r)
+	if err != nil || got.From != "rep_A" || got.ClientAddr != "192.0.2.7" || !IsHop(r) {
+		t.Fatalf("Verify = %+v, %v; want from rep_A for 192.0.2.7", got, err)
+	}
+}
+
+func TestAHopThatIsNotTheSendersIsRefused(t *testing.T) {
+	clock := &fixedClock{time.UnixMilli(1_700_000_000_000)}
+	a := newTestHop(t, testSecret, "rep_A", clock)
+	other := newTestHop(t, strings.Repeat("o", 32), "rep_A", clock)
+	for name, alter := range map[string]func(r *httptestRequest){
+		"another secret":    func(r *httptestRequest) { other.Sign(r.Request, "192.0.2.7") },
+		"another path":      func(r *httptestRequest) { r.URL.Path = "/v1/devices/dev_Y/instructions" },
+		"another query":     func(r *httptestRequest) { r.URL.RawQuery = "x=2" },
+		"another method":    func(r *httptestRequest) { r.Method = "GET" },
+		"another client":    func(r *httptestRequest) { r.Header.Set(HeaderFor, "198.51.100.1") },
+		"another sender":    func(r *httptestRequest) { r.Header.Set(HeaderFrom, "rep_C") },
+		"no signature":      func(r *httptestRequest) { r.Header.Del(HeaderSignature) },
+		"a time not a time": func(r *httptestRequest) { r.Header.Set(HeaderAt, "soon") },
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := &httptestRequest{httptest.NewRequest("POST", "/v1/devices/dev_X/instructions?x=1", nil)}
+			a.Sign(r.Request, "192.0.2.7")
+			alter(r)
+			if _, err := a.Verify(r.Request); err == nil || errors.Is(err, ErrNotAHop) {
+				t.Fatalf("Verify = %v; want a refusal", err)
+			}
+		})
+	}
+}
+
+type httptestRequest struct{ *http.Request }
+
+func TestAHopOutsideTheWindowIsRefused(t *testing.T) {
+	clock := &fixedClock{time.UnixMilli(1_700_000_000_000)}
+	a := newTestHop(t, testSecret, "rep_A", clock)
+	for _, skew := range []time.Duration{HopWindow + time.Second, -HopWindow - time.Second} {
+		r := httptest.NewRequest("POST", "/v1/instructions/ins_X/cancel", nil)
+		a.Sign(r, "192.0.2.7")
+		clock.t = clock.t.Add(skew)
+		if _, err := a.Verify(r); err == nil {
+			t.Errorf("a hop %v old verified", skew)
+		}
+		clock.t = clock.t.Add(-skew)
+		if _, err := a.Verify(r); err != nil {
+			t.Errorf("the same hop on time: %v", err)
+		}
+	}
+}
+
+func TestNewHopRefusesAShortSecret(t *testing.T) {
+	if _, err := NewHop("short", "rep_A", time.Now); err == nil {
+		t.Fatal("a 5-byte secret was accepted")
+	}
+}

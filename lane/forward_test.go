@@ -1,0 +1,117 @@
+package lane
+
+import (
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/sema-agent/sema/lane/cluster"
+	"github.com/sema-agent/sema/protocol"
+)
+
+// twoReplicas is two lane replicas on one registry, each reached at its
+// own test server; devices connect to a.
+func twoReplicas(t *testing.T) (a, b *wsLane) {
+	t.Helper()
+	a = newWSLane(t, func(c *Config) { c.AdvertiseURL = advertiseSelf })
+	b = newWSLane(t, func(c *Config) { c.Store, c.AdvertiseURL = a.store, advertiseSelf })
+	return a, b
+}
+
+// L.2: an instruction posted to a replica that does not hold the device's
+// connection is forwarded to the one that does; only the holder sends it,
+// and its stream comes back line by line.
+func TestAnInstructionPostedToAnyReplicaRunsOnTheHolder(t *testing.T) {
+	a, b := twoReplicas(t)
+	fd := a.enroll()
+	fd.establish()
+	s, r := b.postInstruction(fd.id, a.ownerKey, `{"kind":"exec","args":{"command":"echo hi"},"timeoutMs":5000}`)
+	if s == nil {
+		t.Fatalf("status %d %s", r.status, r.body)
+	}
+	accepted := s.next() // flushed through the hop before the device has done anything
+	in := fd.instruction()
+	if accepted["event"] != "accepted" || accepted["instructionId"] != in.InstructionID {
+		t.Fatalf("first line %v for instruction %s", accepted, in.InstructionID)
+	}
+	fd.chunk(in.InstructionID, 0, protocol.ChunkStdout, "hi\n")
+	if m := s.next(); m["event"] != "chunk" || m["dataB64"] != "aGkK" {
+		t.Fatalf("chunk line %v", m)
+	}
+	fd.exit(in.InstructionID, 1, 0)
+	s.next()
+	fd.result(in.InstructionID, 0, protocol.ExecOutcome{ExitCode: 0})
+	if m := s.next(); m["event"] != "outcome" || m["state"] != "terminal" {
+		t.Fatalf("outcome line %v", m)
+	}
+	s.end()
+	if got := b.srv.Metrics().Forwarded; got != 1 {
+		t.Fatalf("b forwarded %d requests; want 1", got)
+	}
+	if got := a.srv.Metrics().Forwarded; got != 0 {
+		t.Fatalf("the holder forwarded %d requests; want 0", got)
+	}
+}
+
+// L.2: a caller hanging up on the forwarding replica cancels on the holder,
+// and a cancel posted to either replica reaches the instruction.
+func TestCancelsReachTheHolderFromAnyReplica(t *testing.T) {
+	a, b := twoReplicas(t)
+	fd := a.enroll()
+	fd.establish()
+	s, _ := b.postInstruction(fd.id, a.ownerKey, `{"kind":"exec","args":{"command":"sleep 100"},"timeoutMs":100000}`)
+	id := s.next()["instructionId"].(string)
+	fd.instructionFor(id)
+	s.resp.Body.Close()
+	fd.expectCancel(id)
+
+	s2, _ := a.postInstruction(fd.id, a.ownerKey, `{"kind":"exec","args":{"command":"sleep 100"},"timeoutMs":100000}`)
+	id2 := s2.next()["instructionId"].(string)
+	fd.instructionFor(id2)
+	if got := b.do("POST", "/v1/instructions/"+id2+"/cancel", a.ownerKey, "").status; got != http.StatusAccepted {
+		t.Fatalf("cancel on the other replica: %d; want 202", got)
+	}
+	fd.expectCancel(id2)
+	_, mallory := b.user("mallory")
+	if got := b.do("POST", "/v1/instructions/"+id2+"/cancel", mallory, "").status; got != http.StatusNotFound {
+		t.Fatalf("another user's cancel through the other replica: %d; want 404", got)
+	}
+}
+
+// L.2: a device no live replica holds is dispatched where it was posted,
+// and settles as a device that is not connected: nothing is forwarded.
+func TestADeviceHeldByNoReplicaIsNotForwarded(t *testing.T) {
+	a, b := twoReplicas(t)
+	fd := a.enroll()
+	s, r := b.postInstruction(fd.id, a.ownerKey, `{"kind":"exec","args":{"command":"true"},"timeoutMs":5000}`)
+	if s == nil {
+		t.Fatalf("status %d %s", r.status, r.body)
+	}
+	s.next()
+	if m := s.next(); m["state"] != "terminal_never_started" || m["outcome"].(map[string]any)["errorCode"] != string(protocol.ErrTargetUnavailable) {
+		t.Fatalf("outcome %v; want never started, target unavailable", m)
+	}
+	if got := b.srv.Metrics().Forwarded; got != 0 {
+		t.Fatalf("forwarded %d; want 0", got)
+	}
+}
+
+// L.2: a request that claims to be forwarded without the cluster's
+// signature is refused, before the caller's key is even looked at.
+func TestAForgedHopIsRefused(t *testing.T) {
+	a, _ := twoReplicas(t)
+	fd := a.enroll()
+	req, _ := http.NewRequest("POST", a.url+"/v1/devices/"+fd.id+"/instructions", strings.NewReader(`{"kind":"exec","args":{"command":"true"},"timeoutMs":5000}`))
+	req.Header.Set("Authorization", "Bearer "+a.ownerKey)
+	req.Header.Set(cluster.HeaderFrom, "rep_forged")
+	req.Header.Set(cluster.HeaderAt, "1")
+	req.Header.Set(cluster.HeaderSignature, "00")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a forged hop: %d; want 403", resp.StatusCode)
+	}
+}
