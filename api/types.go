@@ -43,11 +43,17 @@ type Device struct {
 	CreatedAt     string `json:"createdAt"`
 	Revoked       bool   `json:"revoked"`
 	RevokedAt     string `json:"revokedAt,omitempty"`
-	// Presence on the answering replica (§8: presence assumes one replica).
+	// Presence: on the answering replica, or, with replicas on one
+	// registry (issue L), on the replica holding the device's live lease,
+	// which Replica names (absent on a single replica). ConnectedSince
+	// and Inflight are known to the holder only: for a device another
+	// replica holds, ConnectedSince is absent and Inflight counts this
+	// replica's calls.
 	Online         bool   `json:"online"`
 	Gen            string `json:"gen,omitempty"`
 	ConnectedSince string `json:"connectedSince,omitempty"`
 	Inflight       int    `json:"inflight"`
+	Replica        string `json:"replica,omitempty"`
 }
 
 // DeviceList is the answer of GET /v1/devices: one page. Devices is never

@@ -112,13 +112,22 @@ func (s *Server) devicePage(ctx context.Context, ownerID string, q deviceQuery) 
 }
 
 // deviceWithPresence is a device as listed: with its presence on this
-// replica (§8: presence assumes one replica).
+// replica, or, in a cluster, on the replica whose live lease the registry
+// shows (§8's single-replica presence, extended by issue L).
 func (s *Server) deviceWithPresence(d store.Device) api.Device {
 	v := deviceView(d)
 	p := s.Presence(d.ID)
 	v.Inflight = p.Inflight // also while in the reconnect grace
-	if p.Online {
+	switch {
+	case p.Online:
 		v.Online, v.Gen, v.ConnectedSince = true, p.Gen.String(), wireTime(p.ConnectedSince)
+		if s.forwarder != nil {
+			v.Replica = s.replica
+		}
+	case s.forwarder != nil && d.Leased && d.LeaseReplica != "" && d.LeaseReplica != s.replica:
+		// Held by another replica (issue L item 3): the registry's
+		// presence, a live lease; its calls in flight are counted there.
+		v.Online, v.Gen, v.Replica = true, protocol.Gen(d.Generation).String(), d.LeaseReplica
 	}
 	return v
 }

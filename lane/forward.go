@@ -83,6 +83,10 @@ func (s *Server) routed(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		s.metrics.forwarded.Add(1)
+		// The body is sent on while the answer comes back (a streamed
+		// write's accepted line comes before its body is read): HTTP/1.1
+		// must not drain the body when the answer begins.
+		http.NewResponseController(w).EnableFullDuplex()
 		s.forwarder.Forward(w, r, base, remoteAddr(r))
 	}
 }

@@ -1,6 +1,8 @@
 package lane
 
 import (
+	"bytes"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -114,4 +116,62 @@ func TestAForgedHopIsRefused(t *testing.T) {
 	if resp.StatusCode != http.StatusForbidden {
 		t.Fatalf("a forged hop: %d; want 403", resp.StatusCode)
 	}
+}
+
+// L.3: GET /v1/devices on any replica reports a device online, at its
+// generation, on the replica holding its live lease.
+func TestPresenceIsTheSameFromAnyReplica(t *testing.T) {
+	a, b := twoReplicas(t)
+	fd := a.enroll()
+	idle := a.enroll()
+	fd.establish()
+	for _, l := range []*wsLane{a, b} {
+		r := l.do("GET", "/v1/devices", a.ownerKey, "")
+		devices := r.json(t)["devices"].([]any)
+		got := map[string]map[string]any{}
+		for _, d := range devices {
+			m := d.(map[string]any)
+			got[m["deviceId"].(string)] = m
+		}
+		on, off := got[fd.id], got[idle.id]
+		if on["online"] != true || on["gen"] != fd.gen.String() || on["replica"] != a.srv.replica {
+			t.Errorf("%s lists the connected device as %v; want online at gen %s on %s", l.url, on, fd.gen, a.srv.replica)
+		}
+		if off["online"] != false || off["replica"] != nil {
+			t.Errorf("%s lists the idle device as %v; want offline", l.url, off)
+		}
+	}
+}
+
+// L.2: a streamed write posted to the replica that does not hold the
+// device: the accepted line comes back through the hop before a byte of
+// the body is sent, and the body reaches the device whole, in parts.
+func TestAStreamedWriteIsForwardedWhileItsBodyArrives(t *testing.T) {
+	a, b := twoReplicas(t)
+	fd := a.enroll(append(defaultSupports, protocol.KindWriteFileExclusive)...)
+	fd.establish()
+	content := patterned(3<<20 + 5)
+	pr, pw := io.Pipe()
+	q := "kind=writeFileExclusive&path=/home/u/big.bin&timeoutMs=60000&sha256=" + hexSum(content)
+	s, r := b.postWrite(fd.id, a.ownerKey, q, pr, int64(len(content)))
+	if s == nil {
+		t.Fatalf("status %d %s", r.status, r.body)
+	}
+	accepted := s.next() // nothing of the body has been sent yet
+	in := fd.instruction()
+	if accepted["instructionId"] != in.InstructionID {
+		t.Fatalf("first line %v", accepted)
+	}
+	go func() {
+		pw.Write(content)
+		pw.Close()
+	}()
+	if got := payloadOf(t, fd, in, protocol.DefaultPayloadPartBytes); !bytes.Equal(got, content) {
+		t.Fatal("the forwarded payload differs from the body")
+	}
+	fd.result(in.InstructionID, 0, protocol.WriteOutcome{CanonicalPath: "/home/u/big.bin", Inode: "9", Created: new(true)})
+	if m := s.next(); m["event"] != "outcome" || m["state"] != "terminal" {
+		t.Fatalf("outcome line %v", m)
+	}
+	s.end()
 }
