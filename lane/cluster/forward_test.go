@@ -1,0 +1,90 @@
+package cluster
+
+import (
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// forwardTo forwards one POST to base and returns what the caller got and
+// which of the forwarder's error answers ran.
+func forwardTo(t *testing.T, base string) (status int, body string, answered string) {
+	t.Helper()
+	hop := newTestHop(t, testSecret, "rep_A", &fixedClock{time.Now()})
+	f := NewForwarder(hop, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	defer f.Close()
+	f.Refused = func(w http.ResponseWriter, _ *http.Request, _ error) { answered = "refused"; w.WriteHeader(503) }
+	f.Unknown = func(w http.ResponseWriter, _ *http.Request, _ error) { answered = "unknown"; w.WriteHeader(502) }
+	u, err := url.Parse(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.Forward(w, r, u, "192.0.2.7") }))
+	defer front.Close()
+	resp, err := http.Post(front.URL+"/v1/devices/dev_X/instructions", "application/json", strings.NewReader(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		body = "broken: " + err.Error()
+	} else {
+		body = string(b)
+	}
+	return resp.StatusCode, body, answered
+}
+
+// L.2: a holder that cannot be reached got nothing: Refused answers.
+func TestAForwardThatNeverReachedTheHolderIsRefused(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nothing listens there now
+	if status, _, answered := forwardTo(t, "http://"+addr); status != 503 || answered != "refused" {
+		t.Fatalf("status %d, answered %q; want 503 by Refused", status, answered)
+	}
+}
+
+// L.2: a holder that read the request and died before answering may have
+// run it: Unknown answers, never Refused (which would invite a retry).
+func TestAForwardTheHolderDiedOnIsUnknown(t *testing.T) {
+	holder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		io.ReadAll(r.Body)
+		conn, _, _ := http.NewResponseController(w).Hijack()
+		conn.Close()
+	}))
+	defer holder.Close()
+	if status, _, answered := forwardTo(t, holder.URL); status != 502 || answered != "unknown" {
+		t.Fatalf("status %d, answered %q; want 502 by Unknown", status, answered)
+	}
+}
+
+// L.2: a holder that dies mid-stream breaks the caller's stream: the lines
+// it sent arrive, and the stream does not end as if complete.
+func TestAHolderDyingMidStreamBreaksTheCallersStream(t *testing.T) {
+	holder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Header.Get(HeaderFrom) != "rep_A" || r.URL.Path != "/v1/devices/dev_X/instructions" {
+			t.Errorf("the holder got %s with hop from %q", r.URL.Path, r.Header.Get(HeaderFrom))
+		}
+		w.Header().Set("Content-Type", "application/x-ndjson")
+		w.Write([]byte(`{"event":"accepted","instructionId":"ins_X"}` + "\n"))
+		w.(http.Flusher).Flush()
+		conn, buf, _ := http.NewResponseController(w).Hijack()
+		buf.Flush()
+		conn.Close()
+	}))
+	defer holder.Close()
+	status, body, answered := forwardTo(t, holder.URL)
+	if status != 200 || answered != "" || !strings.HasPrefix(body, "broken: ") {
+		t.Fatalf("status %d, answered %q, body %q; want 200 and a broken stream", status, answered, body)
+	}
+}
