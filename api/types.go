@@ -241,4 +241,7 @@ const (
 	// request reached it and before its answer began; the instruction may
 	// have run. It is never dispatched again elsewhere.
 	CodeOutcomeUnknown = "instruction.outcome_unknown"
+	// CodeDeviceConnected: a replica asked for a device's lease is keeping
+	// it, because its connection to the device is live.
+	CodeDeviceConnected = "device.connected"
 )

@@ -351,7 +351,10 @@ func (s *Server) handshake(c *conn, h *protocol.Hello) {
 			c.supports[k] = true
 		}
 	}
-	attached, code := s.attach(c, s.device(dev.ID), h.Epoch)
+	attached, code, held := s.attach(c, s.device(dev.ID), h.Epoch, "")
+	if held != nil && s.handedOver(c.ctx, dev.ID, c.remote, *held) {
+		attached, code, _ = s.attach(c, s.device(dev.ID), h.Epoch, held.Previous)
+	}
 	switch {
 	case attached:
 		s.audit(c.ctx, store.AuditEvent{DeviceID: dev.ID, Event: "device.connected", RemoteAddr: c.remote})
@@ -361,34 +364,38 @@ func (s *Server) handshake(c *conn, h *protocol.Hello) {
 }
 
 // attach makes c the device's current connection: it takes the stored
-// lease (superseding a stale previous socket), applies the epoch rule, and
-// queues helloAck. Otherwise it returns the reject code, or none when the
-// handshake deadline closed the socket meanwhile.
-func (s *Server) attach(c *conn, d *deviceState, epoch string) (attached bool, _ protocol.HelloRejectCode) {
+// lease (superseding a stale previous socket, or the holder remote another
+// replica let go: handover.go), applies the epoch rule, and queues
+// helloAck. Otherwise it returns the reject code, or none when the
+// handshake deadline closed the socket meanwhile; a lease another replica
+// holds is returned too, for the caller to ask it over (outside d.mu).
+func (s *Server) attach(c *conn, d *deviceState, epoch, remote string) (attached bool, _ protocol.HelloRejectCode, heldElsewhere *store.Lease) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if s.isDraining() {
 		// Checked again under d.mu: a Shutdown that listed the devices
 		// before this one had state here would never kick it.
-		return false, protocol.RejectDraining
+		return false, protocol.RejectDraining, nil
 	}
 	old := d.conn
-	takeover := ""
+	takeover := remote
 	if old != nil {
 		if !old.stale() {
-			return false, protocol.RejectAlreadyConnected
+			return false, protocol.RejectAlreadyConnected, nil
 		}
 		takeover = old.holder
 	}
 	lease, err := s.leases.acquire(store.LeaseRequest{DeviceID: d.id, Holder: c.holder, Epoch: epoch, Replica: s.replica, TTL: s.cfg.LeaseTTL, Takeover: takeover})
 	switch {
 	case errors.Is(err, store.ErrRevoked):
-		return false, protocol.RejectRevoked
+		return false, protocol.RejectRevoked, nil
+	case errors.Is(err, store.ErrLeaseHeld) && remote == "" && lease.PreviousReplica != s.replica:
+		return false, protocol.RejectAlreadyConnected, &lease
 	case errors.Is(err, store.ErrLeaseHeld):
-		return false, protocol.RejectAlreadyConnected
+		return false, protocol.RejectAlreadyConnected, nil
 	case err != nil:
 		s.log.Error("lane: registry unavailable while taking a lease", "device", d.id, "err", err)
-		return false, protocol.RejectAuthFailed
+		return false, protocol.RejectAuthFailed, nil
 	}
 	c.gen = protocol.Gen(lease.Gen)
 	c.leaseRound = s.leaseRound.Load() // after the lease is taken (renewer.go)
@@ -400,7 +407,7 @@ func (s *Server) attach(c *conn, d *deviceState, epoch string) (attached bool, _
 		// renewal finds the lease lost and closes it.) Frames read
 		// meanwhile meet d.conn != c: void (R9).
 		s.releaseLease(d.id, c.holder)
-		return false, ""
+		return false, "", nil
 	}
 	if old != nil {
 		// R13 superseded: the old socket is told and closed; its frames are
@@ -442,7 +449,7 @@ func (s *Server) attach(c *conn, d *deviceState, epoch string) (attached bool, _
 		PendingInstructions: pending,
 		ChunkWatermarks:     watermarks,
 	})
-	return true, ""
+	return true, "", nil
 }
 
 // scheduleLiveness arms the R14 deadline (d.mu held): when no frame came for

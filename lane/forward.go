@@ -54,18 +54,25 @@ func (s *Server) startCluster(ctx context.Context) error {
 }
 
 // verifyHop refuses a request that carries a hop no replica of this
-// registry signed; a request without one passes.
-func (s *Server) verifyHop(r *http.Request) *apiError {
+// registry signed; a request without one passes. A valid hop's client
+// address becomes the request's remote address, so what the holder audits
+// names the caller, not the replica that forwarded it (issue L item 2).
+func (s *Server) verifyHop(r *http.Request) (*http.Request, *apiError) {
 	if !cluster.IsHop(r) {
-		return nil
+		return r, nil
 	}
 	if s.hop == nil {
-		return errorf(http.StatusForbidden, codeForbidden, "this lane is not a replica of a cluster; a forwarded request is refused")
+		return r, errorf(http.StatusForbidden, codeForbidden, "this lane is not a replica of a cluster; a forwarded request is refused")
 	}
-	if _, err := s.hop.Verify(r); err != nil {
-		return errorf(http.StatusForbidden, codeForbidden, "the forwarded request is not valid: %v", err)
+	fwd, err := s.hop.Verify(r)
+	if err != nil {
+		return r, errorf(http.StatusForbidden, codeForbidden, "the forwarded request is not valid: %v", err)
 	}
-	return nil
+	if fwd.ClientAddr != "" {
+		r = r.WithContext(r.Context())
+		r.RemoteAddr = fwd.ClientAddr
+	}
+	return r, nil
 }
 
 // routed serves a device's endpoint here, or forwards it to the replica

@@ -31,6 +31,8 @@ const (
 	codeAPIKeyNotFound        = api.CodeAPIKeyNotFound
 	codeLastAdminKey          = api.CodeLastAdminKey
 	codeDeviceRevoked         = api.CodeDeviceRevoked
+	// Issue L: a lease another replica asks for.
+	codeDeviceConnected = api.CodeDeviceConnected
 )
 
 // apiError is an error answer, sent as api.Error.

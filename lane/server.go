@@ -108,6 +108,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("DELETE /v1/api-keys/{keyId}", s.laneOnly(s.authenticated(s.revokeAPIKey)))
 	s.mux.HandleFunc("GET /v1/sessions/{rootSessionId}", s.laneOnly(s.authenticated(s.getSession)))
 	s.mux.HandleFunc("POST /v1/sessions/{rootSessionId}/rebind", s.laneOnly(s.authenticated(s.rebindSession)))
+	s.mux.HandleFunc("POST "+handoverPath, s.laneOnly(s.serveHandover))
 	s.mux.HandleFunc("GET "+cfg.WSPath, s.laneOnly(s.serveWebSocket))
 	s.mux.HandleFunc(MCPPath, s.laneOnly(s.mcpHandler()))
 	return s, nil
@@ -181,7 +182,8 @@ func callerOf(ctx context.Context) store.Identity {
 // or answers 403 auth.forbidden. The key is looked up by its digest only.
 func (s *Server) authenticated(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if aerr := s.verifyHop(r); aerr != nil {
+		r, aerr := s.verifyHop(r)
+		if aerr != nil {
 			writeError(w, aerr)
 			return
 		}

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"syscall"
 	"time"
 )
 
@@ -117,4 +118,11 @@ func (f *Forwarder) Send(ctx context.Context, base, method, path, authorization,
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// NothingListens reports whether err is a refused connection: the host
+// answered that no process listens on the port, so a replica that
+// advertised it is gone (its leases may be taken over at once).
+func NothingListens(err error) bool {
+	return errors.Is(err, syscall.ECONNREFUSED)
 }

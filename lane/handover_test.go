@@ -1,0 +1,153 @@
+package lane
+
+import (
+	"context"
+	"database/sql"
+	"net"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/sema-agent/sema/lane/store"
+	"github.com/sema-agent/sema/protocol"
+)
+
+// heldBy stores a live lease of the device for another replica's holder,
+// as a replica that was killed leaves it.
+func heldBy(t *testing.T, l *wsLane, deviceID, replica string) {
+	t.Helper()
+	req := store.LeaseRequest{DeviceID: deviceID, Holder: replica + "/c1", Epoch: "E-old", Replica: replica, TTL: time.Hour}
+	if _, err := l.store.AcquireLease(t.Context(), req); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// closedPort is a loopback address nothing listens on.
+func closedPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr
+}
+
+// silentPort is a loopback address that accepts connections and never
+// answers: a replica that is alive to TCP but does not respond.
+func silentPort(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { c.Close() })
+		}
+	}()
+	return "http://" + ln.Addr().String()
+}
+
+func staleHeartbeat(t *testing.T, l *wsLane, replica string) {
+	t.Helper()
+	db := l.store.(interface{ DB() *sql.DB }).DB()
+	if _, err := db.ExecContext(t.Context(), `UPDATE replicas SET heartbeat_ms = 0 WHERE id = ?`, replica); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// L.4: a device that reconnects while another replica still holds its
+// lease is let in at once when that replica is gone, and refused
+// already_connected, as on one replica, while it may still be live.
+func TestALeaseAnotherReplicaHoldsIsTakenOverAtOnceWhenThatReplicaIsGone(t *testing.T) {
+	cases := []struct {
+		name     string
+		replica  func(t *testing.T, l *wsLane) // registers rep_old, or not
+		takeOver bool
+	}{
+		{"its row is gone", func(*testing.T, *wsLane) {}, true},
+		{"nothing listens at its address", func(t *testing.T, l *wsLane) {
+			l.store.RegisterReplica(t.Context(), "rep_old", closedPort(t))
+		}, true},
+		{"it does not answer and its heartbeat is stale", func(t *testing.T, l *wsLane) {
+			l.store.RegisterReplica(t.Context(), "rep_old", silentPort(t))
+			staleHeartbeat(t, l, "rep_old")
+		}, true},
+		{"it does not answer but its heartbeat is live", func(t *testing.T, l *wsLane) {
+			l.store.RegisterReplica(t.Context(), "rep_old", silentPort(t))
+		}, false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l := newWSLane(t, func(c *Config) { c.AdvertiseURL = advertiseSelf })
+			fd := l.enroll()
+			tc.replica(t, l)
+			heldBy(t, l, fd.id, "rep_old")
+			fd.dial()
+			fd.send(fd.helloFrame())
+			if !tc.takeOver {
+				fd.expectReject(protocol.RejectAlreadyConnected)
+				return
+			}
+			if ack := fd.expectHelloAck(); len(ack.PendingInstructions) != 0 {
+				t.Fatalf("pendingInstructions %v after a takeover; want none (R2: the old replica's books are not this one's)", ack.PendingInstructions)
+			}
+			dev, err := l.store.Device(t.Context(), fd.id)
+			if err != nil || !dev.Leased || dev.LeaseReplica != l.srv.replica {
+				t.Fatalf("device row %+v, %v; want a live lease of this replica", dev, err)
+			}
+		})
+	}
+}
+
+// L.4: a replica keeps the lease of a connection that is live: a second
+// executor instance reaching another replica is refused already_connected,
+// and the first connection keeps working.
+func TestAReplicaKeepsTheLeaseOfALiveConnection(t *testing.T) {
+	a, b := twoReplicas(t)
+	fd := a.enroll()
+	fd.establish()
+	twin := *fd
+	twin.l, twin.ws, twin.pending = b, nil, nil
+	twin.dial()
+	twin.send(twin.helloFrame())
+	twin.expectReject(protocol.RejectAlreadyConnected)
+	s, r := a.postInstruction(fd.id, a.ownerKey, `{"kind":"exec","args":{"command":"true"},"timeoutMs":5000}`)
+	if s == nil {
+		t.Fatalf("status %d %s", r.status, r.body)
+	}
+	s.next()
+	in := fd.instruction()
+	fd.answerExec(in.InstructionID, 0)
+	s.next() // the exit chunk
+	if m := s.next(); m["event"] != "outcome" || m["state"] != "terminal" {
+		t.Fatalf("outcome %v; want the live connection's answer", m)
+	}
+}
+
+// L.4: the handover endpoint answers only a replica of the cluster.
+func TestOnlyAReplicaMayAskForALease(t *testing.T) {
+	a, _ := twoReplicas(t)
+	fd := a.enroll()
+	fd.establish()
+	req, _ := http.NewRequestWithContext(context.Background(), "POST", a.url+"/v1/cluster/devices/"+fd.id+"/handover?holder=x", nil)
+	req.Header.Set("Authorization", "Bearer "+a.ownerKey)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("an owner's key asking for a lease: %d; want 403", resp.StatusCode)
+	}
+	if a.connState(fd.id) != connActive {
+		t.Fatalf("the connection is %v after a refused ask; want active", a.connState(fd.id))
+	}
+}
