@@ -8,7 +8,6 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"crypto/x509/pkix"
-	"database/sql"
 	"encoding/pem"
 	"math/big"
 	"net"
@@ -30,28 +29,8 @@ import (
 // not in the process list): the first start is recorded in the registry,
 // so a restart with another data dir prints no second key.
 func TestServerOnPostgres(t *testing.T) {
-	base := os.Getenv("SEMA_TEST_POSTGRES")
-	if base == "" {
-		if os.Getenv("CI") != "" {
-			t.Fatal("SEMA_TEST_POSTGRES is not set: CI must run the PostgreSQL tests (run them through `make test`)")
-		}
-		t.Skip("!!! SKIPPING `sema server --postgres`: SEMA_TEST_POSTGRES is not set; run `make test` to start a throwaway PostgreSQL")
-	}
-	admin, err := sql.Open("pgx", base)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer admin.Close()
-	schema := "t_" + strings.ToLower(rand.Text())
-	if _, err := admin.ExecContext(t.Context(), "CREATE SCHEMA "+schema); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { admin.Exec("DROP SCHEMA " + schema + " CASCADE") })
-	u, _ := url.Parse(base)
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	t.Setenv(cli.EnvPostgres, u.String()) // inherited by the server process
+	admin, schema := postgresSchema(t)
+	u, _ := url.Parse(os.Getenv("SEMA_TEST_POSTGRES"))
 
 	data := t.TempDir()
 	s := startServer(t, data)

@@ -1,0 +1,294 @@
+package cli_test
+
+import (
+	"crypto/rand"
+	"database/sql"
+	"io"
+	"net"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/sema-agent/sema/cmd/sema/cli"
+	"github.com/sema-agent/sema/mcp"
+)
+
+// postgresSchema points $SEMA_POSTGRES_URL (inherited by the servers the
+// test starts) at a fresh schema of the test PostgreSQL, dropped at the
+// end; it returns a connection to the database.
+func postgresSchema(t *testing.T) (admin *sql.DB, schema string) {
+	t.Helper()
+	base := os.Getenv("SEMA_TEST_POSTGRES")
+	if base == "" {
+		if os.Getenv("CI") != "" {
+			t.Fatal("SEMA_TEST_POSTGRES is not set: CI must run the PostgreSQL tests (run them through `make test`)")
+		}
+		t.Skip("!!! SKIPPING a test of `sema server --postgres`: SEMA_TEST_POSTGRES is not set; run `make test` to start a throwaway PostgreSQL")
+	}
+	admin, err := sql.Open("pgx", base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Close() })
+	schema = "t_" + strings.ToLower(rand.Text())
+	if _, err := admin.ExecContext(t.Context(), "CREATE SCHEMA "+schema); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { admin.Exec("DROP SCHEMA " + schema + " CASCADE") })
+	u, _ := url.Parse(base)
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	t.Setenv(cli.EnvPostgres, u.String())
+	return admin, schema
+}
+
+// tcpBalancer is a small TCP load balancer, as haproxy in mode tcp: each
+// connection goes to the next backend in turn, or to the next that takes
+// it when one refuses (a dead replica), and is piped both ways until
+// either side ends. Nothing is sticky.
+type tcpBalancer struct {
+	ln       net.Listener
+	mu       sync.Mutex
+	backends []string
+	next     int
+	pinned   int // a backend every new connection goes to; -1: in turn
+}
+
+func startBalancer(t *testing.T) *tcpBalancer {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	lb := &tcpBalancer{ln: ln, pinned: -1}
+	t.Cleanup(func() { ln.Close() })
+	go lb.serve()
+	return lb
+}
+
+func (lb *tcpBalancer) url() string { return "http://" + lb.ln.Addr().String() }
+
+func (lb *tcpBalancer) pin(i int) { lb.mu.Lock(); lb.pinned = i; lb.mu.Unlock() }
+
+func (lb *tcpBalancer) serve() {
+	for {
+		c, err := lb.ln.Accept()
+		if err != nil {
+			return
+		}
+		go lb.proxy(c)
+	}
+}
+
+// order is the backends to try for one connection, the chosen one first.
+func (lb *tcpBalancer) order() []string {
+	lb.mu.Lock()
+	defer lb.mu.Unlock()
+	first := lb.pinned
+	if first < 0 {
+		first = lb.next % len(lb.backends)
+		lb.next++
+	}
+	return append(slices.Clone(lb.backends[first:]), lb.backends[:first]...)
+}
+
+func (lb *tcpBalancer) proxy(c net.Conn) {
+	defer c.Close()
+	for _, b := range lb.order() {
+		up, err := net.DialTimeout("tcp", b, time.Second)
+		if err != nil {
+			continue
+		}
+		defer up.Close()
+		done := make(chan struct{}, 2)
+		go func() { io.Copy(up, c); done <- struct{}{} }()
+		go func() { io.Copy(c, up); done <- struct{}{} }()
+		<-done
+		return
+	}
+}
+
+// startReplica starts one more `sema server` on the registry the first
+// one made; it uses the first one's admin key.
+func startReplica(t *testing.T, first *laneServer, flags ...string) *laneServer {
+	t.Helper()
+	data := t.TempDir()
+	args := append([]string{"server", "--listen", "127.0.0.1:0", "--data", data}, flags...)
+	s := &laneServer{proc: startProc(t, nil, nil, args...), data: data, key: first.key}
+	waitFor(t, "the replica to listen", func() bool {
+		m := listeningURL.FindStringSubmatch(s.stderr.String())
+		if m != nil {
+			s.url = m[1]
+		}
+		return m != nil
+	})
+	return s
+}
+
+func hostPort(t *testing.T, raw string) string {
+	u, err := url.Parse(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+// ledger reads the lines the instructions appended to a device's file.
+func ledger(t *testing.T, path string) []string {
+	b, err := os.ReadFile(path)
+	if err != nil && !os.IsNotExist(err) {
+		t.Fatal(err)
+	}
+	lines := strings.Fields(string(b))
+	slices.Sort(lines)
+	return lines
+}
+
+// Issue L item 5: three replicas of `sema server --postgres` on one
+// registry behind a TCP load balancer, a real `sema device serve` held by
+// each. Every replica dispatches to every device, with `sema run` and an
+// MCP client; one replica is killed with an instruction in flight that
+// another replica forwarded to it: its device moves at once (before the
+// dead replica's lease would expire), the instruction ends "may have run",
+// the device stops it, and every instruction ran exactly once.
+func TestThreeReplicasBehindALoadBalancer(t *testing.T) {
+	admin, schema := postgresSchema(t)
+	lb := startBalancer(t)
+	public := []string{"--public-url", lb.url()}
+	reps := []*laneServer{startServer(t, t.TempDir(), public...)}
+	reps = append(reps, startReplica(t, reps[0], public...), startReplica(t, reps[0], public...))
+	for _, r := range reps {
+		lb.backends = append(lb.backends, hostPort(t, r.url))
+	}
+	front := &laneServer{url: lb.url(), key: reps[0].key}
+
+	// One device on each replica: the balancer sends each device's
+	// connections to its replica while it enrolls and connects.
+	ids, books := make([]string, 3), make([]string, 3)
+	var serves []*proc
+	for k := range reps {
+		lb.pin(k)
+		ws := t.TempDir()
+		var serve *proc
+		_, ids[k], serve = enrollAndServe(t, front, ws)
+		serves = append(serves, serve)
+		books[k] = filepath.Join(ws, "ledger")
+	}
+	lb.pin(-1)
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, r := range reps {
+				t.Logf("replica %d:\n%s", i, r.stderr)
+				t.Logf("device %d:\n%s", i, serves[i].stderr)
+			}
+		}
+	})
+	holders := map[string]bool{}
+	for _, d := range reps[1].devices(t) {
+		if d["online"] != true {
+			t.Fatalf("device %v is not online", d)
+		}
+		holders[d["replica"].(string)] = true
+	}
+	if len(holders) != 3 {
+		t.Fatalf("the devices are held by %d replicas; want 3 (one each)", len(holders))
+	}
+
+	// Every replica dispatches to every device; two of three are forwarded.
+	for i, r := range reps {
+		for k := range ids {
+			tag := "run-" + string(rune('a'+i))
+			if out, errOut, code := r.sema(t, nil, "run", "--device", ids[k], "--", "echo "+tag+" >> "+books[k]+"; echo ok"); code != 0 || out != "ok\n" {
+				t.Fatalf("sema run through replica %d to device %d: exit %d, %q %s", i, k, code, out, errOut)
+			}
+		}
+	}
+	forwarded := 0.0
+	for _, r := range reps {
+		forwarded += r.metrics(t)["sema_lane_forwarded_total"]
+	}
+	if forwarded != 6 {
+		t.Fatalf("the replicas forwarded %v dispatches; want 6 (each to the two devices it does not hold)", forwarded)
+	}
+	// An MCP client on one replica reaches a device another holds.
+	cs, err := mcpHTTP(t, reps[2], reps[0].key, "?device="+ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res mcp.RunResult
+	callTool(t, cs, "run_command", map[string]any{"command": "echo mcp >> " + books[0] + "; echo ok"}, &res)
+	if res.ExitCode != 0 || res.Stdout != "ok\n" || res.DeviceID != ids[0] {
+		t.Fatalf("run_command through another replica: %+v", res)
+	}
+
+	// Replica 1 forwards a long instruction to replica 0, which is killed.
+	inflight := startProc(t, reps[1].env(t), nil, "run", "--device", ids[0], "--", "echo inflight >> "+books[0]+"; exec sleep 61.7")
+	waitFor(t, "the instruction to start", func() bool {
+		select {
+		case <-inflight.done:
+			t.Fatalf("sema run ended before the kill: %v\n%s%s", inflight.err, inflight.stdout, inflight.stderr)
+		default:
+		}
+		return slices.Contains(ledger(t, books[0]), "inflight") || t.Failed()
+	})
+	var dead string
+	if err := admin.QueryRowContext(t.Context(), "SELECT lease_replica FROM "+schema+".devices WHERE id = $1", ids[0]).Scan(&dead); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	reps[0].cmd.Process.Kill()
+	if code := inflight.wait(t); code != cli.ExitLaneFailure {
+		t.Fatalf("the instruction in flight on the killed replica: exit %d, want %d (it may have run)\n%s", code, cli.ExitLaneFailure, inflight.stderr)
+	}
+	waitFor(t, "the device to move to a live replica", func() bool {
+		for _, d := range reps[1].devices(t) {
+			if d["deviceId"] == ids[0] {
+				return d["online"] == true && d["replica"] != dead
+			}
+		}
+		return false
+	})
+	// The lease TTL is 45 s: a device that waited for it would move later.
+	if moved := time.Since(killed); moved > 30*time.Second {
+		t.Fatalf("the device moved %v after the kill; want it taken over at once, not after the lease TTL", moved)
+	} else {
+		t.Logf("the device moved %v after its replica was killed", moved.Round(time.Millisecond))
+	}
+	waitFor(t, "the executor to stop the instruction the lane no longer lists (R2)", func() bool {
+		return exec.Command("pgrep", "-f", "sleep 61.7").Run() != nil
+	})
+
+	// After the kill: through the balancer, each device once more.
+	for k := range ids {
+		if out, errOut, code := front.sema(t, nil, "run", "--device", ids[k], "--", "echo after >> "+books[k]+"; echo ok"); code != 0 || out != "ok\n" {
+			t.Fatalf("sema run through the balancer to device %d after the kill: exit %d, %q %s", k, code, out, errOut)
+		}
+	}
+	cs2, err := mcpHTTP(t, front, reps[0].key, "?device="+ids[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	callTool(t, cs2, "run_command", map[string]any{"command": "echo mcp-after >> " + books[0] + "; echo ok"}, &res)
+	if res.ExitCode != 0 || res.Stdout != "ok\n" {
+		t.Fatalf("run_command through the balancer after the kill: %+v", res)
+	}
+
+	// Every instruction accounted for, none run twice.
+	want := [][]string{
+		{"after", "inflight", "mcp", "mcp-after", "run-a", "run-b", "run-c"},
+		{"after", "run-a", "run-b", "run-c"},
+		{"after", "run-a", "run-b", "run-c"},
+	}
+	for k := range books {
+		if got := ledger(t, books[k]); !slices.Equal(got, want[k]) {
+			t.Errorf("device %d ran %v; want each exactly once: %v", k, got, want[k])
+		}
+	}
+}
