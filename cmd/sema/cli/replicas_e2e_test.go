@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -157,7 +158,9 @@ func ledger(t *testing.T, path string) []string {
 // MCP client; one replica is killed with an instruction in flight that
 // another replica forwarded to it: its device moves at once (before the
 // dead replica's lease would expire), the instruction ends "may have run",
-// the device stops it, and every instruction ran exactly once.
+// the device stops it. Then another replica is stopped with SIGTERM, as a
+// rolling deploy does: its devices reconnect to the last one at once. Every
+// instruction ran exactly once.
 func TestThreeReplicasBehindALoadBalancer(t *testing.T) {
 	admin, schema := postgresSchema(t)
 	lb := startBalancer(t)
@@ -280,11 +283,39 @@ func TestThreeReplicasBehindALoadBalancer(t *testing.T) {
 		t.Fatalf("run_command through the balancer after the kill: %+v", res)
 	}
 
+	// A rolling deploy: replica 1 is stopped with SIGTERM. It drains (bye
+	// draining), and its devices reconnect to the last replica at once.
+	drained := time.Now()
+	reps[1].cmd.Process.Signal(syscall.SIGTERM)
+	if code := reps[1].wait(t); code != 0 {
+		t.Fatalf("the drained replica exited %d\n%s", code, reps[1].stderr)
+	}
+	var last any // the replica that holds device 2 from the start
+	for _, d := range reps[2].devices(t) {
+		if d["deviceId"] == ids[2] {
+			last = d["replica"]
+		}
+	}
+	waitFor(t, "every device to reconnect to the last replica", func() bool {
+		for _, d := range reps[2].devices(t) {
+			if d["online"] != true || d["replica"] != last {
+				return false
+			}
+		}
+		return true
+	})
+	t.Logf("the devices moved %v after their replica was told to drain", time.Since(drained).Round(time.Millisecond))
+	for k := range ids {
+		if out, errOut, code := front.sema(t, nil, "run", "--device", ids[k], "--", "echo drained >> "+books[k]+"; echo ok"); code != 0 || out != "ok\n" {
+			t.Fatalf("sema run through the balancer to device %d after the drain: exit %d, %q %s", k, code, out, errOut)
+		}
+	}
+
 	// Every instruction accounted for, none run twice.
 	want := [][]string{
-		{"after", "inflight", "mcp", "mcp-after", "run-a", "run-b", "run-c"},
-		{"after", "run-a", "run-b", "run-c"},
-		{"after", "run-a", "run-b", "run-c"},
+		{"after", "drained", "inflight", "mcp", "mcp-after", "run-a", "run-b", "run-c"},
+		{"after", "drained", "run-a", "run-b", "run-c"},
+		{"after", "drained", "run-a", "run-b", "run-c"},
 	}
 	for k := range books {
 		if got := ledger(t, books[k]); !slices.Equal(got, want[k]) {
