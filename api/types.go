@@ -47,8 +47,10 @@ type Device struct {
 	// registry (issue L), on the replica holding the device's live lease,
 	// which Replica names (absent on a single replica). ConnectedSince
 	// and Inflight are known to the holder only: for a device another
-	// replica holds, ConnectedSince is absent and Inflight counts this
-	// replica's calls.
+	// replica holds, the answering replica asks it (Inflight adds any of
+	// the device's calls the answering replica still has); a holder that
+	// does not answer within a second leaves ConnectedSince absent and
+	// Inflight counting the answering replica's calls only.
 	Online         bool   `json:"online"`
 	Gen            string `json:"gen,omitempty"`
 	ConnectedSince string `json:"connectedSince,omitempty"`

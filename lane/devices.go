@@ -42,6 +42,7 @@ func (s *Server) listDevices(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "list devices", err)
 		return
 	}
+	s.withHeldPresence(r.Context(), devices)
 	writeJSON(w, http.StatusOK, api.DeviceList{Devices: devices, Next: next})
 }
 

@@ -126,7 +126,8 @@ func (s *Server) deviceWithPresence(d store.Device) api.Device {
 		}
 	case s.forwarder != nil && d.Leased && d.LeaseReplica != "" && d.LeaseReplica != s.replica:
 		// Held by another replica (issue L item 3): the registry's
-		// presence, a live lease; its calls in flight are counted there.
+		// presence, a live lease; withHeldPresence asks the holder for
+		// the rest.
 		v.Online, v.Gen, v.Replica = true, protocol.Gen(d.Generation).String(), d.LeaseReplica
 	}
 	return v

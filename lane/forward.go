@@ -1,9 +1,11 @@
 package lane
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 
@@ -18,6 +20,9 @@ import (
 // cluster; the holder alone commits and sends (R1), and its NDJSON comes
 // back byte for byte. A device held by no live replica is dispatched here,
 // and settles as a device that is not connected does.
+
+// maxRoutes bounds the routes a replica remembers (about 100 bytes each).
+const maxRoutes = 1 << 16
 
 // startCluster makes this replica's hop and forwarder, with the registry's
 // cluster secret (the first replica stores it). Only a replica with an
@@ -39,12 +44,10 @@ func (s *Server) startCluster(ctx context.Context) error {
 		// renewer that beats it (renewer.go).
 		return s.store.ListReplicas(ctx, s.cfg.LeaseTTL)
 	})
+	// A route is a hint the replica it names corrects (421), so it may
+	// be kept as long as a lease lasts.
+	s.routes = cluster.NewRoutes(s.cfg.LeaseTTL, maxRoutes, s.cfg.Clock.Now)
 	s.forwarder = cluster.NewForwarder(s.hop, s.log)
-	s.forwarder.Refused = func(w http.ResponseWriter, r *http.Request, err error) {
-		s.log.Warn("lane: the replica holding the device is unreachable", "path", r.URL.Path, "err", err)
-		writeError(w, errorf(http.StatusServiceUnavailable, codeUnavailable,
-			"the lane replica holding this device cannot be reached; nothing was dispatched; try again"))
-	}
 	s.forwarder.Unknown = func(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Warn("lane: the replica holding the device failed during a forward", "path", r.URL.Path, "err", err)
 		writeError(w, errorf(http.StatusBadGateway, api.CodeOutcomeUnknown,
@@ -76,41 +79,142 @@ func (s *Server) verifyHop(r *http.Request) (*http.Request, *apiError) {
 }
 
 // routed serves a device's endpoint here, or forwards it to the replica
-// holding the device's connection. A forwarded request is never forwarded
-// again: a device that moved meanwhile settles here as not connected.
+// holding the device's connection. The holder authenticates the caller
+// (the request keeps its Authorization), so routing comes first and this
+// replica reads only where the device is. A forwarded request is never
+// forwarded again: the holder serves it, or sends it back unread when the
+// device's connection is not there (421), and the forwarding replica routes
+// it once more by the registry's word.
 func (s *Server) routed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
-		if s.forwarder == nil || cluster.IsHop(r) || s.Presence(r.PathValue("id")).Online {
+		switch {
+		case s.forwarder == nil:
 			h(w, r)
-			return
-		}
-		base, ok := s.holderOf(r.Context(), r.PathValue("id"))
-		if !ok {
+		case cluster.IsHop(r):
+			s.serveHop(h, w, r)
+		case s.Presence(r.PathValue("id")).Online:
 			h(w, r)
-			return
+		default:
+			s.forward(h, w, r)
 		}
-		s.metrics.forwarded.Add(1)
-		// The body is sent on while the answer comes back (a streamed
-		// write's accepted line comes before its body is read): HTTP/1.1
-		// must not drain the body when the answer begins.
-		http.NewResponseController(w).EnableFullDuplex()
-		s.forwarder.Forward(w, r, base, remoteAddr(r))
 	}
 }
 
-// holderOf is the URL of the other live replica holding a live lease on
-// the device, by the registry; false when there is none.
-func (s *Server) holderOf(ctx context.Context, deviceID string) (*url.URL, bool) {
+// serveHop serves a request another replica forwarded, or sends it back
+// unread (421 with cluster.HeaderMisdirected) when the device's connection
+// is not here: nothing is dispatched, so the sender may route it again. A
+// hop that does not verify is refused by authenticated (403).
+func (s *Server) serveHop(h http.HandlerFunc, w http.ResponseWriter, r *http.Request) {
+	if _, err := s.hop.Verify(r); err == nil && !s.Presence(r.PathValue("id")).Online {
+		w.Header().Set(cluster.HeaderMisdirected, "1")
+		writeError(w, errorf(http.StatusMisdirectedRequest, codeUnavailable,
+			"this lane replica does not hold the device's connection; nothing was dispatched"))
+		return
+	}
+	h(w, r)
+}
+
+// replayLimit is the largest request body read whole before it is
+// forwarded, so that a forward sent back (421) or that could not reach a
+// replica is sent again whole. An exec instruction's body is well below
+// it; a larger body, or a streamed write, is forwarded as it arrives and
+// is routed by the registry's word each time.
+const replayLimit = 8 << 10
+
+// forward sends a request for a device not connected here to the replica
+// holding it, or serves it here when none does (it then settles as a
+// device that is not connected does).
+func (s *Server) forward(h http.HandlerFunc, w http.ResponseWriter, r *http.Request) {
+	id := r.PathValue("id")
+	body, replayable := []byte(nil), r.ContentLength >= 0 && r.ContentLength <= replayLimit
+	if replayable {
+		body = make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, body); err != nil {
+			writeError(w, errorf(http.StatusBadRequest, codeInvalidJSON, "the request body could not be read in full (%d bytes announced)", r.ContentLength))
+			return
+		}
+	}
+	rewind := func() {
+		if replayable {
+			r.Body = io.NopCloser(bytes.NewReader(body))
+		}
+	}
+	// The body is sent on while the answer comes back (a streamed write's
+	// accepted line comes before its body is read): HTTP/1.1 must not
+	// drain the body when the answer begins.
+	http.NewResponseController(w).EnableFullDuplex()
+	for try := 0; ; try++ {
+		// A remembered route serves the first try of a body that can be
+		// sent again; the registry decides every other.
+		base, remembered := s.route(r.Context(), id, try > 0 || !replayable)
+		rewind()
+		if base == nil {
+			h(w, r)
+			return
+		}
+		switch s.forwarder.Forward(w, r, base, remoteAddr(r)) {
+		case cluster.Answered:
+			s.metrics.forwarded.Add(1)
+			return
+		case cluster.Unreached:
+			s.routes.Forget(id)
+			if remembered {
+				continue
+			}
+			s.log.Warn("lane: the replica holding the device is unreachable", "path", r.URL.Path, "replica_url", base.Redacted())
+			writeError(w, errorf(http.StatusServiceUnavailable, codeUnavailable,
+				"the lane replica holding this device cannot be reached; nothing was dispatched; try again"))
+			return
+		case cluster.Misdirected:
+			s.routes.Forget(id)
+			if !replayable {
+				writeError(w, errorf(http.StatusServiceUnavailable, codeUnavailable,
+					"the device moved to another lane replica while the request was forwarded; nothing was dispatched; try again"))
+				return
+			}
+			if try > 0 {
+				// The registry still names a replica that does not hold
+				// the device: its connection is gone, and the lease not
+				// yet released. Served here, it settles as not connected.
+				rewind()
+				h(w, r)
+				return
+			}
+		}
+	}
+}
+
+// route is the URL of the replica to forward a device's request to, nil
+// to serve it here; remembered when it came from s.routes, not the
+// registry (fresh asks the registry).
+func (s *Server) route(ctx context.Context, deviceID string, fresh bool) (base *url.URL, remembered bool) {
+	if !fresh {
+		if _, base, ok := s.routes.Get(deviceID); ok {
+			return base, true
+		}
+	}
+	replica, base, ok := s.holderOf(ctx, deviceID)
+	if !ok {
+		s.routes.Forget(deviceID)
+		return nil, false
+	}
+	s.routes.Put(deviceID, replica, base)
+	return base, false
+}
+
+// holderOf is the other live replica holding a live lease on the device,
+// by the registry, and its URL; false when there is none.
+func (s *Server) holderOf(ctx context.Context, deviceID string) (string, *url.URL, bool) {
 	dev, err := s.store.Device(ctx, deviceID)
 	if err != nil || !dev.Leased || dev.LeaseReplica == "" || dev.LeaseReplica == s.replica {
-		return nil, false
+		return "", nil, false
 	}
 	rep, ok, err := s.peers.Lookup(ctx, dev.LeaseReplica)
 	if err != nil || !ok || !rep.Live {
-		return nil, false
+		return "", nil, false
 	}
 	u, err := url.Parse(rep.AdvertiseURL)
-	return u, err == nil
+	return rep.ID, u, err == nil
 }
 
 // cancelElsewhere asks every other live replica to cancel an instruction

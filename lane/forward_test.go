@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -119,12 +120,17 @@ func TestAForgedHopIsRefused(t *testing.T) {
 }
 
 // L.3: GET /v1/devices on any replica reports a device online, at its
-// generation, on the replica holding its live lease.
+// generation, on the replica holding its live lease, with the holder's
+// connectedSince and instructions in flight.
 func TestPresenceIsTheSameFromAnyReplica(t *testing.T) {
 	a, b := twoReplicas(t)
 	fd := a.enroll()
 	idle := a.enroll()
 	fd.establish()
+	s, _ := a.postInstruction(fd.id, a.ownerKey, `{"kind":"exec","args":{"command":"sleep 100"},"timeoutMs":100000}`)
+	s.next()
+	fd.instruction()
+	var since []any
 	for _, l := range []*wsLane{a, b} {
 		r := l.do("GET", "/v1/devices", a.ownerKey, "")
 		devices := r.json(t)["devices"].([]any)
@@ -134,12 +140,24 @@ func TestPresenceIsTheSameFromAnyReplica(t *testing.T) {
 			got[m["deviceId"].(string)] = m
 		}
 		on, off := got[fd.id], got[idle.id]
-		if on["online"] != true || on["gen"] != fd.gen.String() || on["replica"] != a.srv.replica {
-			t.Errorf("%s lists the connected device as %v; want online at gen %s on %s", l.url, on, fd.gen, a.srv.replica)
+		if on["online"] != true || on["gen"] != fd.gen.String() || on["replica"] != a.srv.replica || on["inflight"] != 1.0 {
+			t.Errorf("%s lists the connected device as %v; want online at gen %s on %s, 1 in flight", l.url, on, fd.gen, a.srv.replica)
 		}
+		since = append(since, on["connectedSince"])
 		if off["online"] != false || off["replica"] != nil {
 			t.Errorf("%s lists the idle device as %v; want offline", l.url, off)
 		}
+	}
+	if since[0] == nil || since[0] != since[1] {
+		t.Errorf("connectedSince %v on the holder, %v on the other replica; want the holder's on both", since[0], since[1])
+	}
+}
+
+// L.3: only a replica of the cluster may ask for presence.
+func TestOnlyAReplicaMayAskForPresence(t *testing.T) {
+	a, _ := twoReplicas(t)
+	if r := a.do("POST", presencePath, a.ownerKey, `{"deviceIds":[]}`); r.status != http.StatusForbidden {
+		t.Fatalf("an owner's key asking for presence: %d; want 403", r.status)
 	}
 }
 
@@ -174,4 +192,109 @@ func TestAStreamedWriteIsForwardedWhileItsBodyArrives(t *testing.T) {
 		t.Fatalf("outcome line %v", m)
 	}
 	s.end()
+}
+
+// runVia posts an exec of true to replica via and answers it from fd
+// (connected to whichever replica), and returns the outcome line.
+func runVia(t *testing.T, via *wsLane, fd *fakeDevice, key string) map[string]any {
+	t.Helper()
+	s, r := via.postInstruction(fd.id, key, `{"kind":"exec","args":{"command":"true"},"timeoutMs":5000}`)
+	if s == nil {
+		t.Fatalf("status %d %s", r.status, r.body)
+	}
+	id := s.next()["instructionId"].(string)
+	fd.instructionFor(id)
+	fd.answerExec(id, 0)
+	s.next() // the exit chunk
+	return s.next()
+}
+
+// L.2: a replica remembers where a device it forwards for is held. When
+// the device has moved, the replica it remembers sends the request back
+// unread (421), and the forward follows the registry to the device's new
+// replica: the instruction runs there, once, and never on the old one.
+func TestAForwardFollowsADeviceThatMoved(t *testing.T) {
+	a, b := twoReplicas(t)
+	c := newWSLane(t, func(cfg *Config) { cfg.Store, cfg.AdvertiseURL = a.store, advertiseSelf })
+	fd := a.enroll()
+	fd.establish()
+	if m := runVia(t, b, fd, a.ownerKey); m["state"] != "terminal" {
+		t.Fatalf("outcome %v", m)
+	}
+	if replica, _, ok := b.srv.routes.Get(fd.id); !ok || replica != a.srv.replica {
+		t.Fatalf("b remembers %q, %v for the device; want a's replica", replica, ok)
+	}
+	fd.drop()
+	fd.l, fd.ws, fd.pending = c, nil, nil
+	fd.establish()
+
+	if m := runVia(t, b, fd, a.ownerKey); m["state"] != "terminal" {
+		t.Fatalf("outcome %v; want the device's answer through its new replica", m)
+	}
+	if replica, _, ok := b.srv.routes.Get(fd.id); !ok || replica != c.srv.replica {
+		t.Fatalf("b remembers %q, %v for the device; want c's replica", replica, ok)
+	}
+	if got := settledCount(a.srv); got != 1 {
+		t.Fatalf("the old replica settled %d instructions; want only the first", got)
+	}
+	if got := b.srv.Metrics().Forwarded; got != 2 {
+		t.Fatalf("b forwarded %d requests; want 2", got)
+	}
+}
+
+// L.2: the registry names a replica that does not hold the device's
+// connection (its socket died and the lease is not yet released). The
+// replica sends the forward back unread both times it is asked; a small
+// instruction then settles where it was posted as not connected, and a
+// body too large to send again is refused with nothing dispatched. Neither
+// is ever dispatched on the replica the registry names.
+func TestAForwardTheHolderSendsBackIsNeverDispatchedThere(t *testing.T) {
+	a, b := twoReplicas(t)
+	fd := a.enroll()
+	heldBy(t, a, fd.id, a.srv.replica)
+
+	s, r := b.postInstruction(fd.id, a.ownerKey, `{"kind":"exec","args":{"command":"true"},"timeoutMs":5000}`)
+	if s == nil {
+		t.Fatalf("status %d %s", r.status, r.body)
+	}
+	s.next()
+	if m := s.next(); m["state"] != "terminal_never_started" || m["outcome"].(map[string]any)["errorCode"] != string(protocol.ErrTargetUnavailable) {
+		t.Fatalf("outcome %v; want never started, target unavailable", m)
+	}
+
+	big := `{"kind":"exec","args":{"command":"true ` + strings.Repeat("x", replayLimit) + `"},"timeoutMs":5000}`
+	r = b.do("POST", "/v1/devices/"+fd.id+"/instructions", a.ownerKey, big)
+	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "nothing was dispatched") {
+		t.Fatalf("a large body sent back: %d %s; want 503, nothing dispatched", r.status, r.body)
+	}
+	if got := settledCount(a.srv); got != 0 {
+		t.Fatalf("the replica the registry names settled %d instructions; want nothing dispatched there", got)
+	}
+	if got := b.srv.Metrics().Forwarded; got != 0 {
+		t.Fatalf("b counted %d forwards; want 0 (none was answered by another replica)", got)
+	}
+}
+
+// L.2: a route that names a replica nothing listens at any more is
+// forgotten, and the request follows the registry at once.
+func TestARouteToAGoneReplicaIsForgotten(t *testing.T) {
+	a, b := twoReplicas(t)
+	fd := a.enroll()
+	fd.establish()
+	gone, _ := url.Parse(closedPort(t))
+	b.srv.routes.Put(fd.id, "rep_gone", gone)
+	if m := runVia(t, b, fd, a.ownerKey); m["state"] != "terminal" {
+		t.Fatalf("outcome %v; want the device's answer through its replica", m)
+	}
+	if replica, _, ok := b.srv.routes.Get(fd.id); !ok || replica != a.srv.replica {
+		t.Fatalf("b remembers %q, %v; want a's replica", replica, ok)
+	}
+}
+
+// settledCount is how many instructions a replica has settled.
+func settledCount(s *Server) (n uint64) {
+	for _, c := range s.Metrics().Dispatches {
+		n += c.Value
+	}
+	return n
 }

@@ -71,12 +71,7 @@ func (s *Server) handedOver(ctx context.Context, deviceID, remote string, held s
 // serveHandover answers another replica's ask (see above): 200 when the
 // lease is let go, 409 when the device's connection here is fresh.
 func (s *Server) serveHandover(w http.ResponseWriter, r *http.Request) {
-	if s.hop == nil || !cluster.IsHop(r) {
-		writeError(w, errorf(http.StatusForbidden, codeForbidden, "only a replica of this lane's cluster may ask for a device's lease"))
-		return
-	}
-	if _, err := s.hop.Verify(r); err != nil {
-		writeError(w, errorf(http.StatusForbidden, codeForbidden, "the forwarded request is not valid: %v", err))
+	if !s.fromReplica(w, r, "a device's lease") {
 		return
 	}
 	deviceID, holder := r.PathValue("id"), r.URL.Query().Get("holder")
@@ -123,5 +118,19 @@ func (s *Server) letGo(deviceID, holder string) bool {
 	s.settleAll(d,
 		laneFailure(protocol.ErrOutcomeUnknown, "the device reconnected to another lane replica while the instruction was in flight; it may have run"),
 		laneFailure(protocol.ErrTargetUnavailable, "the device reconnected to another lane replica before the instruction was sent"))
+	return true
+}
+
+// fromReplica refuses (403) a request to a hop-only endpoint that no
+// replica of this lane's cluster signed; what names what is asked for.
+func (s *Server) fromReplica(w http.ResponseWriter, r *http.Request, what string) bool {
+	if s.hop == nil || !cluster.IsHop(r) {
+		writeError(w, errorf(http.StatusForbidden, codeForbidden, "only a replica of this lane's cluster may ask for %s", what))
+		return false
+	}
+	if _, err := s.hop.Verify(r); err != nil {
+		writeError(w, errorf(http.StatusForbidden, codeForbidden, "the forwarded request is not valid: %v", err))
+		return false
+	}
 	return true
 }

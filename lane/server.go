@@ -59,6 +59,7 @@ type Server struct {
 	hop       *cluster.Hop
 	peers     *cluster.Directory
 	forwarder *cluster.Forwarder
+	routes    *cluster.Routes // where the devices this replica forwards for were
 }
 
 // New builds a Server from cfg.
@@ -98,8 +99,8 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST /v1/devices/enroll", s.laneOnly(s.authenticated(s.enroll)))
 	s.mux.HandleFunc("GET /v1/devices", s.laneOnly(s.authenticated(s.listDevices)))
 	s.mux.HandleFunc("POST /v1/devices/{id}/revoke", s.laneOnly(s.authenticated(s.revokeDevice)))
-	s.mux.HandleFunc("POST /v1/devices/{id}/instructions", s.laneOnly(s.authenticated(s.routed(s.postInstruction))))
-	s.mux.HandleFunc("POST /v1/devices/{id}/writes", s.laneOnly(s.authenticated(s.routed(s.postWrite))))
+	s.mux.HandleFunc("POST /v1/devices/{id}/instructions", s.laneOnly(s.routed(s.authenticated(s.postInstruction))))
+	s.mux.HandleFunc("POST /v1/devices/{id}/writes", s.laneOnly(s.routed(s.authenticated(s.postWrite))))
 	s.mux.HandleFunc("POST /v1/instructions/{id}/cancel", s.laneOnly(s.authenticated(s.cancelInstruction)))
 	s.mux.HandleFunc("POST /v1/identities", s.laneOnly(s.authenticated(s.adminOnly(s.createIdentity))))
 	s.mux.HandleFunc("GET /v1/identities", s.laneOnly(s.authenticated(s.adminOnly(s.listIdentities))))
@@ -109,6 +110,7 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("GET /v1/sessions/{rootSessionId}", s.laneOnly(s.authenticated(s.getSession)))
 	s.mux.HandleFunc("POST /v1/sessions/{rootSessionId}/rebind", s.laneOnly(s.authenticated(s.rebindSession)))
 	s.mux.HandleFunc("POST "+handoverPath, s.laneOnly(s.serveHandover))
+	s.mux.HandleFunc("POST "+presencePath, s.laneOnly(s.servePresence))
 	s.mux.HandleFunc("GET "+cfg.WSPath, s.laneOnly(s.serveWebSocket))
 	s.mux.HandleFunc(MCPPath, s.laneOnly(s.mcpHandler()))
 	return s, nil

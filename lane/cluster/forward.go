@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log"
 	"log/slog"
@@ -10,6 +12,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/url"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -23,12 +26,34 @@ type Forwarder struct {
 	hop       *Hop
 	transport *http.Transport
 	log       *slog.Logger
-	// Refused answers a request that never reached the holder (nothing
-	// was dispatched); Unknown one that reached it and failed before its
-	// answer began (it may have run). After the answer began, a failure
-	// breaks the caller's stream: the client sees no outcome.
-	Refused, Unknown func(w http.ResponseWriter, r *http.Request, err error)
+	// Unknown answers a request that reached the holder and failed before
+	// its answer began (it may have run). After the answer began, a
+	// failure breaks the caller's stream: the client sees no outcome.
+	Unknown func(w http.ResponseWriter, r *http.Request, err error)
 }
+
+// Outcome is what became of a forward.
+type Outcome int
+
+const (
+	// Answered: the holder's answer (or Unknown's, or a broken stream)
+	// went to the caller.
+	Answered Outcome = iota
+	// Unreached: no byte of the request reached the holder; the caller
+	// was not answered, and nothing was dispatched.
+	Unreached
+	// Misdirected: the replica does not hold the device's connection and
+	// sent the request back unread (421 with HeaderMisdirected); the
+	// caller was not answered, and nothing was dispatched.
+	Misdirected
+)
+
+// HeaderMisdirected marks a replica's 421 to a forwarded request for a
+// device whose connection it does not hold: it read nothing of the
+// request's body and dispatched nothing.
+const HeaderMisdirected = "Sema-Replica-Misdirected"
+
+var errMisdirected = errors.New("cluster: the replica does not hold the device's connection")
 
 // NewForwarder makes a Forwarder that signs its hops with hop.
 func NewForwarder(hop *Hop, logger *slog.Logger) *Forwarder {
@@ -41,16 +66,36 @@ func NewForwarder(hop *Hop, logger *slog.Logger) *Forwarder {
 			MaxIdleConnsPerHost: 256,
 			IdleConnTimeout:     90 * time.Second,
 			DisableCompression:  true, // the answer's bytes pass as they are
+			// A stream's lines are read and written in large pieces: with
+			// the 4 KiB defaults a forwarded 1 GiB stream costs the
+			// forwarding replica a read call per 4 KiB.
+			ReadBufferSize:  copyBuffer,
+			WriteBufferSize: copyBuffer,
 		},
 	}
 }
+
+// copyBuffer is the size of the buffers a forward's bytes pass through.
+const copyBuffer = 64 << 10
+
+// buffers are the copy buffers of the forwards in progress.
+var buffers = &bufferPool{sync.Pool{New: func() any { b := make([]byte, copyBuffer); return &b }}}
+
+// bufferPool is httputil.BufferPool on a sync.Pool.
+type bufferPool struct{ p sync.Pool }
+
+func (b *bufferPool) Get() []byte  { return *b.p.Get().(*[]byte) }
+func (b *bufferPool) Put(p []byte) { b.p.Put(&p) }
 
 // Close drops the idle connections to the other replicas.
 func (f *Forwarder) Close() { f.transport.CloseIdleConnections() }
 
 // Forward sends r to the replica reached at base and answers w with its
-// answer; clientAddr is the caller's address, carried in the hop.
-func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, base *url.URL, clientAddr string) {
+// answer; clientAddr is the caller's address, carried in the hop. When it
+// returns Unreached or Misdirected, w is untouched and the request may be
+// routed again (with its body whole again).
+func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, base *url.URL, clientAddr string) Outcome {
+	outcome := Answered
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(p *httputil.ProxyRequest) {
 			p.Out.URL.Scheme, p.Out.URL.Host = base.Scheme, base.Host
@@ -64,16 +109,27 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, base *url.UR
 		},
 		Transport:     f.transport,
 		FlushInterval: -1,
+		BufferPool:    buffers,
 		ErrorLog:      log.New(slogWriter{f.log}, "", 0),
-		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
-			if neverSent(err) {
-				f.Refused(w, r, err)
-				return
+		ModifyResponse: func(resp *http.Response) error {
+			if resp.StatusCode == http.StatusMisdirectedRequest && resp.Header.Get(HeaderMisdirected) != "" {
+				return errMisdirected
 			}
-			f.Unknown(w, r, err)
+			return nil
+		},
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			switch {
+			case errors.Is(err, errMisdirected):
+				outcome = Misdirected
+			case neverSent(err):
+				outcome = Unreached
+			default:
+				f.Unknown(w, r, err)
+			}
 		},
 	}
 	rp.ServeHTTP(w, r)
+	return outcome
 }
 
 // neverSent reports whether err came before any byte of the request
@@ -118,6 +174,31 @@ func (f *Forwarder) Send(ctx context.Context, base, method, path, authorization,
 	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
 	resp.Body.Close()
 	return resp.StatusCode, nil
+}
+
+// Ask makes one hop-signed POST of a JSON body to the replica at base
+// and returns the answer's body, at most limit bytes, when its status is
+// 200. It is for what replicas ask each other, never a caller's request.
+func (f *Forwarder) Ask(ctx context.Context, base, path string, body []byte, limit int64) ([]byte, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+path, bytes.NewReader(body))
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Content-Type", "application/json")
+	f.hop.Sign(req, "")
+	resp, err := f.transport.RoundTrip(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("cluster: %s answered %s", base, resp.Status)
+	}
+	b, err := io.ReadAll(io.LimitReader(resp.Body, limit+1))
+	if err == nil && int64(len(b)) > limit {
+		err = fmt.Errorf("cluster: %s answered more than %d bytes", base, limit)
+	}
+	return b, err
 }
 
 // NothingListens reports whether err is a refused connection: the host

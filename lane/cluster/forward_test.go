@@ -19,13 +19,21 @@ func forwardTo(t *testing.T, base string) (status int, body string, answered str
 	hop := newTestHop(t, testSecret, "rep_A", &fixedClock{time.Now()})
 	f := NewForwarder(hop, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	defer f.Close()
-	f.Refused = func(w http.ResponseWriter, _ *http.Request, _ error) { answered = "refused"; w.WriteHeader(503) }
 	f.Unknown = func(w http.ResponseWriter, _ *http.Request, _ error) { answered = "unknown"; w.WriteHeader(502) }
 	u, err := url.Parse(base)
 	if err != nil {
 		t.Fatal(err)
 	}
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.Forward(w, r, u, "192.0.2.7") }))
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch f.Forward(w, r, u, "192.0.2.7") {
+		case Unreached:
+			answered = "unreached"
+			w.WriteHeader(503)
+		case Misdirected:
+			answered = "misdirected"
+			w.WriteHeader(503)
+		}
+	}))
 	defer front.Close()
 	resp, err := http.Post(front.URL+"/v1/devices/dev_X/instructions", "application/json", strings.NewReader(`{}`))
 	if err != nil {
@@ -41,21 +49,46 @@ func forwardTo(t *testing.T, base string) (status int, body string, answered str
 	return resp.StatusCode, body, answered
 }
 
-// L.2: a holder that cannot be reached got nothing: Refused answers.
-func TestAForwardThatNeverReachedTheHolderIsRefused(t *testing.T) {
+// L.2: a holder that cannot be reached got nothing: the forward says so
+// and leaves the caller's answer to the lane.
+func TestAForwardThatNeverReachedTheHolderIsUnreached(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	if status, _, answered := forwardTo(t, "http://"+addr); status != 503 || answered != "refused" {
-		t.Fatalf("status %d, answered %q; want 503 by Refused", status, answered)
+	if status, _, answered := forwardTo(t, "http://"+addr); status != 503 || answered != "unreached" {
+		t.Fatalf("status %d, answered %q; want Unreached", status, answered)
+	}
+}
+
+// L.2: a replica that does not hold the device sends the request back
+// unread (421 with HeaderMisdirected): the forward says so and the caller
+// is not answered, so the lane may route the request again. A 421 without
+// the header is an answer like any other.
+func TestAMisdirectedForwardIsNotAnswered(t *testing.T) {
+	for _, marked := range []bool{true, false} {
+		holder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if marked {
+				w.Header().Set(HeaderMisdirected, "1")
+			}
+			w.WriteHeader(http.StatusMisdirectedRequest)
+			w.Write([]byte("not here"))
+		}))
+		status, body, answered := forwardTo(t, holder.URL)
+		holder.Close()
+		switch {
+		case marked && (status != 503 || answered != "misdirected"):
+			t.Errorf("marked: status %d, answered %q; want Misdirected and the caller left to the lane", status, answered)
+		case !marked && (status != 421 || answered != "" || body != "not here"):
+			t.Errorf("unmarked: status %d, answered %q, body %q; want the holder's 421 passed through", status, answered, body)
+		}
 	}
 }
 
 // L.2: a holder that read the request and died before answering may have
-// run it: Unknown answers, never Refused (which would invite a retry).
+// run it: Unknown answers, never Unreached (which would invite a retry).
 func TestAForwardTheHolderDiedOnIsUnknown(t *testing.T) {
 	holder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		io.ReadAll(r.Body)

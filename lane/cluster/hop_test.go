@@ -15,7 +15,7 @@ type fixedClock struct{ t time.Time }
 
 func (c *fixedClock) now() time.Time { return c.t }
 
-func newTestHop(t *testing.T, secret, self string, clock *fixedClock) *Hop {
+func newTestHop(t testing.TB, secret, self string, clock *fixedClock) *Hop {
 	t.Helper()
 	h, err := NewHop(secret, self, clock.now)
 	if err != nil {
