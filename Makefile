@@ -1,7 +1,7 @@
 # The one test command (README "Testing"); .ci/run runs exactly `make test`.
 GO ?= go
 
-.PHONY: test fmt-check vet cross interop-deps race fuzz bench ratios fleet shutdown-fleet soak
+.PHONY: test fmt-check vet cross interop-deps race fuzz bench ratios forward fleet shutdown-fleet soak
 
 test: fmt-check vet cross interop-deps race
 
@@ -51,6 +51,13 @@ bench:
 RATIOS ?=
 ratios:
 	$(GO) run ./bench/ratios $(RATIOS)
+
+# What the hop between two replicas costs (issue L item 5): two real
+# `sema server --postgres` on a throwaway PostgreSQL, a real device on the
+# first, the same work through each. make forward FORWARD="-size 256M -rounds 1"
+FORWARD ?=
+forward:
+	./scripts/with-postgres $(GO) run ./bench/forward $(FORWARD)
 
 # A fleet of devices against a real sema server and one real executor
 # (issue M item 3): lane RSS per device, idle CPU, the burst, exec true.

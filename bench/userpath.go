@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -25,10 +26,23 @@ type UserPath struct {
 	DeviceID  string
 	Workspace string // the device's workspace root
 	Local     string // the user's side: files the CLI reads and writes
+	Postgres  string // the registry's PostgreSQL URL; "": SQLite in the data dir
 	dir       string
 	server    *exec.Cmd
 	serve     *exec.Cmd
+	replicas  []*Replica
 }
+
+// Replica is one more `sema server` on the same PostgreSQL registry as
+// the UserPath's server (issue L): the device is not connected to it, so
+// what it is asked of the device it forwards to the server that holds it.
+type Replica struct {
+	URL string
+	cmd *exec.Cmd
+}
+
+// PID is the replica process's pid.
+func (r *Replica) PID() int { return r.cmd.Process.Pid }
 
 // ModuleRoot is the directory of the go.mod `go` sees from the current
 // directory: the sema module when the runner runs inside it.
@@ -43,12 +57,17 @@ func ModuleRoot() (string, error) {
 
 // StartUserPath builds the binary, starts the server and the device and
 // waits until the device is online.
-func StartUserPath(ctx context.Context) (*UserPath, error) {
+func StartUserPath(ctx context.Context) (*UserPath, error) { return StartUserPathOn(ctx, "") }
+
+// StartUserPathOn is StartUserPath with the registry on the PostgreSQL at
+// postgresURL ("" for SQLite): the server is then a replica of a cluster,
+// and StartReplica adds others.
+func StartUserPathOn(ctx context.Context, postgresURL string) (*UserPath, error) {
 	dir, err := os.MkdirTemp("", "sema-userpath-")
 	if err != nil {
 		return nil, err
 	}
-	u := &UserPath{dir: dir, Bin: filepath.Join(dir, "sema"), Workspace: filepath.Join(dir, "workspace"), Local: filepath.Join(dir, "local")}
+	u := &UserPath{dir: dir, Bin: filepath.Join(dir, "sema"), Workspace: filepath.Join(dir, "workspace"), Local: filepath.Join(dir, "local"), Postgres: postgresURL}
 	fail := func(err error) (*UserPath, error) { u.Close(); return nil, err }
 	for _, d := range []string{u.Workspace, u.Local, filepath.Join(dir, "tmp-cli"), filepath.Join(dir, "tmp-device")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
@@ -76,22 +95,60 @@ func StartUserPath(ctx context.Context) (*UserPath, error) {
 var listening = regexp.MustCompile(`msg="lane listening" url=(\S+)`)
 
 func (u *UserPath) startServer() error {
-	data := u.DataDir()
-	cmd, logPath, err := u.startChild("server", nil, "server", "--listen", "127.0.0.1:0", "--data", data)
+	cmd, url, key, err := u.startLane("server", u.DataDir(), true)
 	if err != nil {
 		return err
 	}
-	u.server = cmd
+	u.server, u.URL, u.Key = cmd, url, key
+	return nil
+}
+
+// StartReplica starts another `sema server` on the UserPath's PostgreSQL
+// registry, with a data dir of its own, and waits until it listens.
+func (u *UserPath) StartReplica() (*Replica, error) {
+	if u.Postgres == "" {
+		return nil, errors.New("bench: a replica needs the registry on PostgreSQL (StartUserPathOn)")
+	}
+	name := fmt.Sprintf("replica%d", len(u.replicas)+1)
+	cmd, url, _, err := u.startLane(name, filepath.Join(u.dir, name), false)
+	if err != nil {
+		return nil, err
+	}
+	r := &Replica{URL: url, cmd: cmd}
+	u.replicas = append(u.replicas, r)
+	return r, nil
+}
+
+// Via is the same user and device through the lane at url (a replica).
+func (u *UserPath) Via(url string) *UserPath {
+	v := *u
+	v.URL = url
+	return &v
+}
+
+// startLane starts a `sema server` on loopback with its data in data (and
+// its registry on u.Postgres when set) and waits until it listens; first:
+// the registry's first start, which writes the admin key into data, and
+// also waits for that key.
+func (u *UserPath) startLane(name, data string, first bool) (cmd *exec.Cmd, url, key string, err error) {
+	var env []string
+	if u.Postgres != "" {
+		env = append(env, "SEMA_POSTGRES_URL="+u.Postgres) // out of the process list
+	}
+	cmd, logPath, err := u.startChild(name, env, "server", "--listen", "127.0.0.1:0", "--data", data)
+	if err != nil {
+		return nil, "", "", err
+	}
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		log, _ := os.ReadFile(logPath)
-		key, kerr := os.ReadFile(filepath.Join(data, "admin.key"))
-		if m := listening.FindSubmatch(log); m != nil && kerr == nil {
-			u.URL, u.Key = string(m[1]), strings.TrimSpace(string(key))
-			return nil
+		k, kerr := os.ReadFile(filepath.Join(data, "admin.key"))
+		if m := listening.FindSubmatch(log); m != nil && (kerr == nil || !first) {
+			return cmd, string(m[1]), strings.TrimSpace(string(k)), nil
 		}
 		if time.Now().After(deadline) || exited(cmd) {
-			return fmt.Errorf("sema server did not start: %s", tail(log, 600))
+			stop(cmd, 5*time.Second)
+			return nil, "", "", fmt.Errorf("sema %s did not start: %s", name, tail(log, 600))
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
@@ -208,14 +265,18 @@ func (u *UserPath) HasFsGet(ctx context.Context) bool {
 	return err == nil && bytes.Contains(out, []byte("sema fs get"))
 }
 
-// Close stops the device, then the server (SIGTERM, wait) and removes the
-// temp dir.
+// Close stops the device, then the replicas and the server (SIGTERM,
+// wait) and removes the temp dir.
 func (u *UserPath) Close() {
-	for _, c := range []*exec.Cmd{u.serve, u.server} {
+	cmds := []*exec.Cmd{u.serve}
+	for _, r := range u.replicas {
+		cmds = append(cmds, r.cmd)
+	}
+	for _, c := range append(cmds, u.server) {
 		if c != nil {
 			stop(c, 40*time.Second)
 		}
 	}
-	u.serve, u.server = nil, nil
+	u.serve, u.server, u.replicas = nil, nil, nil
 	os.RemoveAll(u.dir)
 }
