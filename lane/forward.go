@@ -48,6 +48,7 @@ func (s *Server) startCluster(ctx context.Context) error {
 	// be kept as long as a lease lasts.
 	s.routes = cluster.NewRoutes(s.cfg.LeaseTTL, maxRoutes, s.cfg.Clock.Now)
 	s.forwarder = cluster.NewForwarder(s.hop, s.log)
+	s.forwarder.Answering = func() { s.metrics.forwarded.Add(1) }
 	s.forwarder.Unknown = func(w http.ResponseWriter, r *http.Request, err error) {
 		s.log.Warn("lane: the replica holding the device failed during a forward", "path", r.URL.Path, "err", err)
 		writeError(w, errorf(http.StatusBadGateway, api.CodeOutcomeUnknown,
@@ -126,17 +127,19 @@ const replayLimit = 8 << 10
 // device that is not connected does).
 func (s *Server) forward(h http.HandlerFunc, w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
-	body, replayable := []byte(nil), r.ContentLength >= 0 && r.ContentLength <= replayLimit
+	held, replayable := []byte(nil), r.ContentLength >= 0 && r.ContentLength <= replayLimit
 	if replayable {
-		body = make([]byte, r.ContentLength)
-		if _, err := io.ReadFull(r.Body, body); err != nil {
+		held = make([]byte, r.ContentLength)
+		if _, err := io.ReadFull(r.Body, held); err != nil {
 			writeError(w, errorf(http.StatusBadRequest, codeInvalidJSON, "the request body could not be read in full (%d bytes announced)", r.ContentLength))
 			return
 		}
 	}
+	// A body held whole is given to the forwarder as it is, and to a
+	// handler here as a new reader of it.
 	rewind := func() {
 		if replayable {
-			r.Body = io.NopCloser(bytes.NewReader(body))
+			r.Body = io.NopCloser(bytes.NewReader(held))
 		}
 	}
 	// The body is sent on while the answer comes back (a streamed write's
@@ -152,9 +155,8 @@ func (s *Server) forward(h http.HandlerFunc, w http.ResponseWriter, r *http.Requ
 			h(w, r)
 			return
 		}
-		switch s.forwarder.Forward(w, r, base, remoteAddr(r)) {
+		switch s.forwarder.Forward(w, r, base, remoteAddr(r), held) {
 		case cluster.Answered:
-			s.metrics.forwarded.Add(1)
 			return
 		case cluster.Unreached:
 			s.routes.Forget(id)

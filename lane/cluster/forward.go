@@ -24,12 +24,22 @@ import (
 // holder cancels the instruction as for its own caller).
 type Forwarder struct {
 	hop       *Hop
-	transport *http.Transport
+	transport *http.Transport // forwards whose body streams (ReverseProxy)
+	conns     *connPool       // forwards whose body is held whole (exchange.go)
 	log       *slog.Logger
 	// Unknown answers a request that reached the holder and failed before
 	// its answer began (it may have run). After the answer began, a
 	// failure breaks the caller's stream: the client sees no outcome.
 	Unknown func(w http.ResponseWriter, r *http.Request, err error)
+	// Answering, when set, is called as the holder's answer to a forward
+	// begins, before the caller has any of it.
+	Answering func()
+}
+
+func (f *Forwarder) answering() {
+	if f.Answering != nil {
+		f.Answering()
+	}
 }
 
 // Outcome is what became of a forward.
@@ -59,8 +69,9 @@ var errMisdirected = errors.New("cluster: the replica does not hold the device's
 func NewForwarder(hop *Hop, logger *slog.Logger) *Forwarder {
 	dialer := &net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}
 	return &Forwarder{
-		hop: hop,
-		log: logger,
+		hop:   hop,
+		log:   logger,
+		conns: newConnPool(),
 		transport: &http.Transport{
 			DialContext:         dialer.DialContext,
 			MaxIdleConnsPerHost: 256,
@@ -88,13 +99,20 @@ func (b *bufferPool) Get() []byte  { return *b.p.Get().(*[]byte) }
 func (b *bufferPool) Put(p []byte) { b.p.Put(&p) }
 
 // Close drops the idle connections to the other replicas.
-func (f *Forwarder) Close() { f.transport.CloseIdleConnections() }
+func (f *Forwarder) Close() {
+	f.transport.CloseIdleConnections()
+	f.conns.closeIdle()
+}
 
 // Forward sends r to the replica reached at base and answers w with its
-// answer; clientAddr is the caller's address, carried in the hop. When it
-// returns Unreached or Misdirected, w is untouched and the request may be
-// routed again (with its body whole again).
-func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, base *url.URL, clientAddr string) Outcome {
+// answer; clientAddr is the caller's address, carried in the hop. body,
+// when not nil, is r's body read whole (r.Body is then not read); else
+// r.Body is sent as it arrives. When it returns Unreached or Misdirected,
+// w is untouched and the request may be routed again.
+func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, base *url.URL, clientAddr string, body []byte) Outcome {
+	if body != nil {
+		return f.exchange(w, r, base, clientAddr, body)
+	}
 	outcome := Answered
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(p *httputil.ProxyRequest) {
@@ -115,6 +133,7 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, base *url.UR
 			if resp.StatusCode == http.StatusMisdirectedRequest && resp.Header.Get(HeaderMisdirected) != "" {
 				return errMisdirected
 			}
+			f.answering()
 			return nil
 		},
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {

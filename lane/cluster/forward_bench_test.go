@@ -26,7 +26,7 @@ func BenchmarkForwardStream(b *testing.B) {
 			w.(http.Flusher).Flush()
 		}
 	})
-	front := forwardingFront(b, holder.URL)
+	front := forwardingFront(b, holder.URL, false)
 	b.SetBytes(int64(len(line) * lines))
 	for b.Loop() {
 		resp, err := http.Post(front.URL+"/v1/devices/dev_X/instructions", "application/json", bytes.NewReader([]byte(`{}`)))
@@ -53,8 +53,8 @@ func BenchmarkForwardRoundTrip(b *testing.B) {
 			w.(http.Flusher).Flush()
 		}
 	})
-	front := forwardingFront(b, holder.URL)
-	for _, to := range []struct{ name, url string }{{"direct", holder.URL}, {"forwarded", front.URL}} {
+	held, streamed := forwardingFront(b, holder.URL, true), forwardingFront(b, holder.URL, false)
+	for _, to := range []struct{ name, url string }{{"direct", holder.URL}, {"forwarded", held.URL}, {"forwarded-streamed", streamed.URL}} {
 		b.Run(to.name, func(b *testing.B) {
 			for b.Loop() {
 				resp, err := http.Post(to.url+"/v1/devices/dev_X/instructions", "application/json", bytes.NewReader([]byte(`{"kind":"exec","args":{"command":"true"},"timeoutMs":10000}`)))
@@ -76,14 +76,21 @@ func startHolder(b *testing.B, h http.HandlerFunc) *httptest.Server {
 }
 
 // forwardingFront is a test server that forwards every request to the
-// holder at holderURL, as a replica not holding the device does.
-func forwardingFront(b *testing.B, holderURL string) *httptest.Server {
+// holder at holderURL, as a replica not holding the device does; whole:
+// with its body held whole, as a small instruction's.
+func forwardingFront(b *testing.B, holderURL string, whole bool) *httptest.Server {
 	hop := newTestHop(b, testSecret, "rep_A", &fixedClock{time.Now()})
 	f := NewForwarder(hop, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	b.Cleanup(f.Close)
 	f.Unknown = func(w http.ResponseWriter, _ *http.Request, _ error) { w.WriteHeader(502) }
 	base, _ := url.Parse(holderURL)
-	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { f.Forward(w, r, base, "192.0.2.7") }))
+	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var held []byte
+		if whole {
+			held, _ = io.ReadAll(r.Body)
+		}
+		f.Forward(w, r, base, "192.0.2.7", held)
+	}))
 	b.Cleanup(front.Close)
 	return front
 }

@@ -12,9 +12,16 @@ import (
 	"time"
 )
 
+// forwardWays are the two ways a request is forwarded: with its body held
+// whole (an exchange on a kept connection) or streamed (ReverseProxy).
+var forwardWays = []struct {
+	name  string
+	whole bool
+}{{"body held whole", true}, {"body streamed", false}}
+
 // forwardTo forwards one POST to base and returns what the caller got and
-// which of the forwarder's error answers ran.
-func forwardTo(t *testing.T, base string) (status int, body string, answered string) {
+// which of the forwarder's error answers ran; whole: its body held whole.
+func forwardTo(t *testing.T, base string, whole bool) (status int, body string, answered string) {
 	t.Helper()
 	hop := newTestHop(t, testSecret, "rep_A", &fixedClock{time.Now()})
 	f := NewForwarder(hop, slog.New(slog.NewTextHandler(io.Discard, nil)))
@@ -25,7 +32,11 @@ func forwardTo(t *testing.T, base string) (status int, body string, answered str
 		t.Fatal(err)
 	}
 	front := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch f.Forward(w, r, u, "192.0.2.7") {
+		var held []byte
+		if whole {
+			held, _ = io.ReadAll(r.Body)
+		}
+		switch f.Forward(w, r, u, "192.0.2.7", held) {
 		case Unreached:
 			answered = "unreached"
 			w.WriteHeader(503)
@@ -58,8 +69,10 @@ func TestAForwardThatNeverReachedTheHolderIsUnreached(t *testing.T) {
 	}
 	addr := l.Addr().String()
 	l.Close() // nothing listens there now
-	if status, _, answered := forwardTo(t, "http://"+addr); status != 503 || answered != "unreached" {
-		t.Fatalf("status %d, answered %q; want Unreached", status, answered)
+	for _, way := range forwardWays {
+		if status, _, answered := forwardTo(t, "http://"+addr, way.whole); status != 503 || answered != "unreached" {
+			t.Errorf("%s: status %d, answered %q; want Unreached", way.name, status, answered)
+		}
 	}
 }
 
@@ -68,21 +81,23 @@ func TestAForwardThatNeverReachedTheHolderIsUnreached(t *testing.T) {
 // is not answered, so the lane may route the request again. A 421 without
 // the header is an answer like any other.
 func TestAMisdirectedForwardIsNotAnswered(t *testing.T) {
-	for _, marked := range []bool{true, false} {
-		holder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if marked {
-				w.Header().Set(HeaderMisdirected, "1")
+	for _, way := range forwardWays {
+		for _, marked := range []bool{true, false} {
+			holder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if marked {
+					w.Header().Set(HeaderMisdirected, "1")
+				}
+				w.WriteHeader(http.StatusMisdirectedRequest)
+				w.Write([]byte("not here"))
+			}))
+			status, body, answered := forwardTo(t, holder.URL, way.whole)
+			holder.Close()
+			switch {
+			case marked && (status != 503 || answered != "misdirected"):
+				t.Errorf("%s, marked: status %d, answered %q; want Misdirected and the caller left to the lane", way.name, status, answered)
+			case !marked && (status != 421 || answered != "" || body != "not here"):
+				t.Errorf("%s, unmarked: status %d, answered %q, body %q; want the holder's 421 passed through", way.name, status, answered, body)
 			}
-			w.WriteHeader(http.StatusMisdirectedRequest)
-			w.Write([]byte("not here"))
-		}))
-		status, body, answered := forwardTo(t, holder.URL)
-		holder.Close()
-		switch {
-		case marked && (status != 503 || answered != "misdirected"):
-			t.Errorf("marked: status %d, answered %q; want Misdirected and the caller left to the lane", status, answered)
-		case !marked && (status != 421 || answered != "" || body != "not here"):
-			t.Errorf("unmarked: status %d, answered %q, body %q; want the holder's 421 passed through", status, answered, body)
 		}
 	}
 }
@@ -96,8 +111,10 @@ func TestAForwardTheHolderDiedOnIsUnknown(t *testing.T) {
 		conn.Close()
 	}))
 	defer holder.Close()
-	if status, _, answered := forwardTo(t, holder.URL); status != 502 || answered != "unknown" {
-		t.Fatalf("status %d, answered %q; want 502 by Unknown", status, answered)
+	for _, way := range forwardWays {
+		if status, _, answered := forwardTo(t, holder.URL, way.whole); status != 502 || answered != "unknown" {
+			t.Errorf("%s: status %d, answered %q; want 502 by Unknown", way.name, status, answered)
+		}
 	}
 }
 
@@ -116,8 +133,10 @@ func TestAHolderDyingMidStreamBreaksTheCallersStream(t *testing.T) {
 		conn.Close()
 	}))
 	defer holder.Close()
-	status, body, answered := forwardTo(t, holder.URL)
-	if status != 200 || answered != "" || !strings.HasPrefix(body, "broken: ") {
-		t.Fatalf("status %d, answered %q, body %q; want 200 and a broken stream", status, answered, body)
+	for _, way := range forwardWays {
+		status, body, answered := forwardTo(t, holder.URL, way.whole)
+		if status != 200 || answered != "" || !strings.HasPrefix(body, "broken: ") {
+			t.Errorf("%s: status %d, answered %q, body %q; want 200 and a broken stream", way.name, status, answered, body)
+		}
 	}
 }
