@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"time"
 
 	"github.com/sema-agent/sema/lane/store"
 )
@@ -41,6 +42,13 @@ func (s *Server) registerReplica(ctx context.Context) error {
 	return nil
 }
 
+// replicaPruneAfter is how long a replica's row outlives its last
+// heartbeat: a killed replica never removes its own, and each start has a
+// new id. Its leases expired long before (a lease lasts one LeaseTTL
+// without renewal), and a replica partitioned from the registry that long
+// registers again on its next heartbeat.
+const replicaPruneAfter = time.Hour
+
 // beatReplica is one heartbeat. A row gone (a peer removed it as dead
 // while this replica could not reach the registry) is registered again.
 func (s *Server) beatReplica(ctx context.Context) {
@@ -53,6 +61,9 @@ func (s *Server) beatReplica(ctx context.Context) {
 	}
 	if err != nil {
 		s.log.Warn("lane: this replica's heartbeat failed; the next round retries", "replica", s.replica, "err", err)
+	}
+	if _, err := s.store.PruneReplicas(ctx, replicaPruneAfter); err != nil {
+		s.log.Warn("lane: pruning the rows of dead replicas failed; the next round retries", "err", err)
 	}
 	if err := s.peers.Refresh(ctx); err != nil {
 		s.log.Warn("lane: reading the other replicas failed; the next round retries", "replica", s.replica, "err", err)

@@ -115,6 +115,10 @@ type Store interface {
 	MarkReplicaDraining(ctx context.Context, id string) error
 	// RemoveReplica deletes a replica's row; a no-op if there is none.
 	RemoveReplica(ctx context.Context, id string) error
+	// PruneReplicas deletes the rows of the replicas whose heartbeat is
+	// older than staleFor by the database's now (killed processes: each
+	// start has a new id), and returns how many it deleted.
+	PruneReplicas(ctx context.Context, staleFor time.Duration) (int64, error)
 	// ListReplicas returns every replica, oldest first, each Live if its
 	// heartbeat is within live of the database's now.
 	ListReplicas(ctx context.Context, live time.Duration) ([]Replica, error)

@@ -49,6 +49,15 @@ func (s *Store) RemoveReplica(ctx context.Context, id string) error {
 	return s.wrap("remove replica", err)
 }
 
+func (s *Store) PruneReplicas(ctx context.Context, staleFor time.Duration) (int64, error) {
+	res, err := s.db.ExecContext(ctx, s.sql(`DELETE FROM replicas WHERE heartbeat_ms < NOW - ?`), staleFor.Milliseconds())
+	if err != nil {
+		return 0, s.wrap("prune replicas", err)
+	}
+	n, err := res.RowsAffected()
+	return n, s.wrap("prune replicas", err)
+}
+
 func (s *Store) ListReplicas(ctx context.Context, live time.Duration) ([]store.Replica, error) {
 	rows, err := s.reads.QueryContext(ctx, s.sql(`SELECT id, advertise_url, started_ms, heartbeat_ms, draining_ms, heartbeat_ms >= NOW - ? FROM replicas ORDER BY started_ms, id`), live.Milliseconds())
 	if err != nil {

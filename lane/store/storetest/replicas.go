@@ -91,6 +91,30 @@ func testReplicasHaveARowAndAHeartbeat(t *testing.T, s Backend) {
 	}
 }
 
+// L.4: the rows of replicas dead for longer than the bound are pruned,
+// and only those.
+func testReplicasDeadLongArePruned(t *testing.T, s Backend) {
+	for _, id := range []string{"rep_live", "rep_dead", "rep_recent"} {
+		if err := s.RegisterReplica(ctx(t), id, "http://"+id+":8080"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := s.DB().ExecContext(ctx(t), `UPDATE replicas SET heartbeat_ms = heartbeat_ms - 7200000 WHERE id = 'rep_dead'`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().ExecContext(ctx(t), `UPDATE replicas SET heartbeat_ms = heartbeat_ms - 60000 WHERE id = 'rep_recent'`); err != nil {
+		t.Fatal(err)
+	}
+	n, err := s.PruneReplicas(ctx(t), time.Hour)
+	if err != nil || n != 1 {
+		t.Fatalf("PruneReplicas = %d, %v; want the one dead for two hours", n, err)
+	}
+	all, _ := s.ListReplicas(ctx(t), time.Hour)
+	if len(all) != 2 || replicaNamed(t, all, "rep_live").ID == "" || replicaNamed(t, all, "rep_recent").ID == "" {
+		t.Fatalf("after pruning: %+v; want rep_live and rep_recent", all)
+	}
+}
+
 func replicaNamed(t *testing.T, all []store.Replica, id string) store.Replica {
 	t.Helper()
 	for _, r := range all {

@@ -49,6 +49,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"RenewReplicaLeasesRenews10000InOneStatement", testRenewReplicaLeases},
 		{"AcquireLeasesDecidesEachRequest", testAcquireLeasesDecidesEachRequest},
 		{"ReplicasHaveARowAndAHeartbeat", testReplicasHaveARowAndAHeartbeat},
+		{"ReplicasDeadLongArePruned", testReplicasDeadLongArePruned},
 		{"ADeviceRowTellsItsLiveLeaseAndReplica", testADeviceRowTellsItsLiveLeaseAndReplica},
 		{"TheClusterSecretIsTheFirstOneStored", testTheClusterSecretIsTheFirstOneStored},
 		{"AuditRowsCarryTheRemoteAddressAndACount", testAuditRemoteAndCount},
