@@ -6,6 +6,13 @@ import "github.com/sema-agent/sema/protocol"
 // (docs/api.md). The lane's handlers marshal exactly these; clients decode
 // them. Field order and tags are the wire: change neither.
 
+// HeaderHalfDuplex, set to "1" on a streamed write (POST
+// /v1/devices/{id}/writes), asks the lane to hold its answer — the accepted
+// line and everything after it — until it has read the whole body, or until
+// the instruction settled. It is for a caller behind a proxy that stops
+// sending a request's body once the answer has begun (nginx).
+const HeaderHalfDuplex = "Sema-Half-Duplex"
+
 // Error is every error answer: {"errorCode": "...", "message": "..."}. The
 // message names the field at fault, never a secret.
 type Error struct {

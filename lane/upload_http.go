@@ -10,11 +10,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 	"unicode/utf8"
 
 	"github.com/go-json-experiment/json/jsontext"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/internal/b64"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
@@ -58,7 +60,13 @@ func (s *Server) postWrite(w http.ResponseWriter, r *http.Request) {
 		// curl would wait a second before sending the body).
 		r.Body.Read(nil)
 	}
-	body := &countingBody{r: r.Body}
+	body := &countingBody{r: r.Body, want: r.ContentLength}
+	if r.Header.Get(api.HeaderHalfDuplex) == "1" {
+		held := &heldAnswer{w: w, held: true}
+		body.end = held.release
+		defer held.release() // the call settled first: its outcome is the answer
+		w = held
+	}
 	in := Instruction{
 		Kind: q.kind, Args: q.args, Timeout: time.Duration(q.timeoutMs) * time.Millisecond, RootSessionID: q.rootSessionID,
 		ContentStream: body, ContentLen: r.ContentLength, ContentSHA256: q.sha256,
@@ -89,16 +97,86 @@ func (s *Server) postWrite(w http.ResponseWriter, r *http.Request) {
 }
 
 // countingBody counts what the lane has read of a request body (read by
-// the send goroutine; n is read after ContentReleased).
+// the send goroutine; n is read after ContentReleased), and calls end, if
+// set, once it has read want bytes.
 type countingBody struct {
-	r io.Reader
-	n int64
+	r    io.Reader
+	n    int64
+	want int64
+	end  func()
 }
 
 func (b *countingBody) Read(p []byte) (int, error) {
 	n, err := b.r.Read(p)
 	b.n += int64(n)
+	if b.n >= b.want && b.end != nil {
+		b.end()
+		b.end = nil
+	}
 	return n, err
+}
+
+// heldAnswer holds a streamed write's answer (its accepted line, its
+// status) until the lane has read the whole body, or until the instruction
+// settled, whichever comes first. It is for a caller behind a proxy that
+// stops sending a request's body once the answer has begun (nginx does):
+// the request says so with Sema-Half-Duplex: 1. Its writes come from the
+// handler, its release from the goroutine reading the body: mu orders them.
+type heldAnswer struct {
+	w      http.ResponseWriter
+	mu     sync.Mutex
+	held   bool
+	status int
+	buf    []byte
+}
+
+func (h *heldAnswer) Header() http.Header { return h.w.Header() }
+
+// Unwrap lets http.ResponseController reach the connection.
+func (h *heldAnswer) Unwrap() http.ResponseWriter { return h.w }
+
+func (h *heldAnswer) WriteHeader(status int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held {
+		h.status = status
+		return
+	}
+	h.w.WriteHeader(status)
+}
+
+func (h *heldAnswer) Write(p []byte) (int, error) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.held {
+		h.buf = append(h.buf, p...)
+		return len(p), nil
+	}
+	return h.w.Write(p)
+}
+
+func (h *heldAnswer) Flush() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.held {
+		http.NewResponseController(h.w).Flush()
+	}
+}
+
+// release sends what was held and passes the rest through.
+func (h *heldAnswer) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.held {
+		return
+	}
+	h.held = false
+	if h.status != 0 {
+		h.w.WriteHeader(h.status)
+	}
+	h.w.Write(h.buf)
+	h.buf = nil
+	http.NewResponseController(h.w).Flush()
 }
 
 // uploadReservation is what a streamed upload holds in the buffered-content
