@@ -63,7 +63,11 @@ func newConnPool() *connPool {
 
 // get returns a live idle connection to base, or dials one. A kept
 // connection the holder has closed meanwhile is dropped unused: the
-// request is never written where the holder cannot read it.
+// request is never written where the holder cannot read it. A close that
+// crosses the peek (the holder shuts an idle connection in the same
+// instant) fails the exchange as may-have-run, the honest answer when it
+// cannot be told apart; the holder keeps idle connections longer
+// (--http-idle-timeout, 120 s) than this side does (idleTimeout).
 func (p *connPool) get(ctx context.Context, base *url.URL) (*keptConn, error) {
 	key := base.Scheme + "://" + base.Host
 	for {
