@@ -2,12 +2,14 @@ package lane
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 
+	"github.com/sema-agent/sema/internal/ids"
 	"github.com/sema-agent/sema/lane/cluster"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -150,6 +152,33 @@ func TestPresenceIsTheSameFromAnyReplica(t *testing.T) {
 	}
 	if since[0] == nil || since[0] != since[1] {
 		t.Errorf("connectedSince %v on the holder, %v on the other replica; want the holder's on both", since[0], since[1])
+	}
+}
+
+// L.3: a replica may ask another for a full page of devices at once (the
+// largest page, every device held by the one it asks).
+func TestAReplicaMayAskForAFullPageOfPresence(t *testing.T) {
+	a, b := twoReplicas(t)
+	fd := a.enroll()
+	fd.establish()
+	ask := presenceAsk{DeviceIDs: []string{fd.id}}
+	for len(ask.DeviceIDs) < maxDevicePage {
+		ask.DeviceIDs = append(ask.DeviceIDs, ids.New(ids.Device))
+	}
+	body, _ := json.Marshal(ask)
+	req, _ := http.NewRequest("POST", a.url+presencePath, bytes.NewReader(body))
+	b.srv.hop.Sign(req, "")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var held map[string]heldPresence
+	if err := json.NewDecoder(resp.Body).Decode(&held); err != nil || resp.StatusCode != 200 {
+		t.Fatalf("a page of %d ids (%d bytes): %d, %v", len(ask.DeviceIDs), len(body), resp.StatusCode, err)
+	}
+	if len(held) != 1 || !held[fd.id].Online {
+		t.Fatalf("answer %v; want the one connected device, online", held)
 	}
 }
 

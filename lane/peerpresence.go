@@ -26,6 +26,10 @@ const presencePath = "/v1/cluster/presence"
 // shows them (online, gen, replica) and inflight counted here.
 const presenceTimeout = time.Second
 
+// presenceAskBytes bounds an ask's body: a page of maxDevicePage device
+// ids (31 bytes each, quoted, with a comma) and room to spare.
+const presenceAskBytes = 64 << 10
+
 type presenceAsk struct {
 	DeviceIDs []string `json:"deviceIds"`
 }
@@ -43,7 +47,7 @@ func (s *Server) servePresence(w http.ResponseWriter, r *http.Request) {
 	if !s.fromReplica(w, r, "presence") {
 		return
 	}
-	body, aerr := readBody(r)
+	body, aerr := readBodyLimit(r, presenceAskBytes)
 	var ask presenceAsk
 	if aerr == nil && json.Unmarshal(body, &ask) != nil {
 		aerr = errorf(http.StatusBadRequest, codeInvalidJSON, "the body must be {\"deviceIds\": [...]}")
