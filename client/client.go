@@ -12,7 +12,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptrace"
 	"strings"
+	"sync/atomic"
 
 	"github.com/sema-agent/sema/api"
 )
@@ -61,14 +63,20 @@ func (c *Client) HTTPClient() *http.Client { return c.hc }
 // outlives the client's user.
 func (c *Client) Close() { c.hc.CloseIdleConnections() }
 
-// Error is an error answer of the lane: nothing was queued. Code and
-// Message are the body's errorCode and message; a body that is not the
-// lane's error shape leaves Code empty and Message the body's text.
+// Error is an error answer of the lane: nothing was queued, except when
+// MayHaveRun. Code and Message are the body's errorCode and message; a
+// body that is not the lane's error shape leaves Code empty and Message
+// the body's text.
 type Error struct {
 	Status  int
 	Code    string
 	Message string
 }
+
+// MayHaveRun reports the one error answer after which the instruction
+// may have run: the replica holding the device failed after a forwarded
+// request reached it (api.CodeOutcomeUnknown). It is never retried.
+func (e *Error) MayHaveRun() bool { return e.Code == api.CodeOutcomeUnknown }
 
 func (e *Error) Error() string {
 	if e.Code == "" {
@@ -79,14 +87,23 @@ func (e *Error) Error() string {
 
 // UnreachableError is a request that got no answer from the lane (the
 // connection was refused, broke, or timed out before the answer's head).
+// Sent says the request had been written whole when it broke: the lane
+// may then have dispatched it (MayHaveRun).
 type UnreachableError struct {
-	URL string
-	Err error
+	URL  string
+	Err  error
+	Sent bool
 }
 
 func (e *UnreachableError) Error() string {
+	if e.Sent {
+		return fmt.Sprintf("the connection to the lane at %s broke after the request was sent, before any answer: %v", e.URL, e.Err)
+	}
 	return fmt.Sprintf("cannot reach the lane at %s: %v", e.URL, e.Err)
 }
+
+// MayHaveRun reports whether the lane may have dispatched the request.
+func (e *UnreachableError) MayHaveRun() bool { return e.Sent }
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
 
@@ -102,12 +119,16 @@ func (c *Client) newRequest(ctx context.Context, method, p string, body io.Reade
 
 // do sends req; an answer that is not 2xx is an *Error.
 func (c *Client) do(req *http.Request) (*http.Response, error) {
+	var sent atomic.Bool
+	req = req.WithContext(httptrace.WithClientTrace(req.Context(), &httptrace.ClientTrace{
+		WroteRequest: func(w httptrace.WroteRequestInfo) { sent.Store(w.Err == nil) },
+	}))
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		if ue := errors.Unwrap(err); ue != nil { // drop url.Error's "Post URL:" prefix
 			err = ue
 		}
-		return nil, &UnreachableError{URL: c.base, Err: err}
+		return nil, &UnreachableError{URL: c.base, Err: err, Sent: sent.Load()}
 	}
 	if resp.StatusCode/100 != 2 {
 		defer resp.Body.Close()

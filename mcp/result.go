@@ -59,6 +59,10 @@ func callFailed(ctx context.Context, deviceID string, err error) *sdk.CallToolRe
 	switch {
 	case errors.As(err, &noDevice):
 		return failed(Failure{ErrorCode: CodeNoDevice, Message: noDevice.msg}, "")
+	case errors.As(err, &laneErr) && laneErr.MayHaveRun():
+		return failed(Failure{ErrorCode: string(protocol.ErrOutcomeUnknown), Message: laneErr.Message, DeviceID: deviceID, MayHaveRun: true}, "")
+	case errors.As(err, &unreached) && unreached.MayHaveRun():
+		return failed(Failure{ErrorCode: string(protocol.ErrOutcomeUnknown), Message: unreached.Error(), DeviceID: deviceID, MayHaveRun: true}, "")
 	case errors.As(err, &laneErr) && laneErr.Code != "":
 		return failed(Failure{ErrorCode: laneErr.Code, Message: laneErr.Message, DeviceID: deviceID}, "nothing was sent to the device")
 	case errors.As(err, &stream):

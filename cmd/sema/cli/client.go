@@ -33,7 +33,7 @@ const (
 	// ExitLaneCancelled: the lane itself cancelled the command (its output
 	// outran the pending-delivery bound, §4); the output is incomplete.
 	ExitLaneCancelled = 254
-	ExitLaneFailure   = 255 // any other failure; the command may have run (outcome_unknown, a broken stream)
+	ExitLaneFailure   = 255 // any other failure; the command may have run (outcome_unknown, a broken stream, a connection broken after the request was sent)
 )
 
 // clientFlags are the flags of every command that talks to the lane as a

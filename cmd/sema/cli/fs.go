@@ -39,7 +39,8 @@ func newFSCmd() *cobra.Command {
 			"       nothing was sent (a missing or unreadable local file, the server unreachable)\n" +
 			"  130  cancelled with Ctrl-C\n" +
 			"  254  the lane cancelled the read (its output outran the lane's delivery bound)\n" +
-			"  255  the outcome is unknown (outcome_unknown, a broken stream)",
+			"  255  the outcome is unknown (outcome_unknown, a broken stream, a connection that broke after the\n" +
+			"       request was sent)",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error {
 			return usageError{errors.New("fs needs a subcommand: cat, get, put, ls, stat, rm or mkdir")}

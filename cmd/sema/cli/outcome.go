@@ -33,7 +33,9 @@ func upload(ctx context.Context, lc *client.Client, deviceID string, in api.Uplo
 // callError maps the client's errors: a Ctrl-C before anything was sent
 // (or during an upload's body, which then writes nothing) is 130; the
 // lane's refusal, an unreachable lane or a local failure before the lane
-// took it is 125; a broken stream is 255, the command may have run.
+// took it is 125; a broken stream, a replica that failed after a forwarded
+// request reached it (outcome_unknown) or a connection that broke after the
+// request was sent is 255: the command may have run.
 func callError(err error) error {
 	var se *client.StreamError
 	var ue *client.UnreachableError
@@ -45,6 +47,8 @@ func callError(err error) error {
 		return &ExitError{Code: ExitCancelled, Err: err}
 	case errors.As(err, &se):
 		return &ExitError{Code: ExitLaneFailure, Err: err}
+	case errors.As(err, &ce) && ce.MayHaveRun(), errors.As(err, &ue) && ue.MayHaveRun():
+		return &ExitError{Code: ExitLaneFailure, Err: fmt.Errorf("%w (the command may have run; it is not retried)", err)}
 	case errors.As(err, &ue):
 		return &ExitError{Code: ExitNeverStarted, Err: fmt.Errorf("%w (nothing was sent)", err)}
 	case errors.As(err, &ce):

@@ -45,7 +45,8 @@ func newRunCmd() *cobra.Command {
 			"       nothing was sent (the server unreachable, the API key file unreadable)\n" +
 			"  130  cancelled with Ctrl-C, confirmed by the device\n" +
 			"  254  the lane cancelled the command (its output outran the lane's delivery bound)\n" +
-			"  255  the lane lost track (outcome_unknown, a broken stream): the command may have run\n" +
+			"  255  the lane lost track (outcome_unknown, a broken stream, a connection that broke after\n" +
+			"       the request was sent): the command may have run\n" +
 			"    2  usage (an unknown command or flag included)",
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
