@@ -51,7 +51,6 @@ type keptConn struct {
 // host.
 type connPool struct {
 	dialer net.Dialer
-	tls    *tls.Config
 
 	mu   sync.Mutex
 	idle map[string][]*keptConn
@@ -91,7 +90,11 @@ func (p *connPool) get(ctx context.Context, base *url.URL) (*keptConn, error) {
 func (p *connPool) dial(ctx context.Context, base *url.URL) (*keptConn, error) {
 	addr := base.Host
 	if base.Port() == "" {
-		addr = net.JoinHostPort(base.Hostname(), map[bool]string{true: "443", false: "80"}[base.Scheme == "https"])
+		port := "80"
+		if base.Scheme == "https" {
+			port = "443"
+		}
+		addr = net.JoinHostPort(base.Hostname(), port)
 	}
 	tcp, err := p.dialer.DialContext(ctx, "tcp", addr)
 	if err != nil {
@@ -99,12 +102,8 @@ func (p *connPool) dial(ctx context.Context, base *url.URL) (*keptConn, error) {
 	}
 	c := &keptConn{Conn: tcp, tcp: tcp}
 	if base.Scheme == "https" {
-		cfg := &tls.Config{ServerName: base.Hostname(), NextProtos: []string{"http/1.1"}}
-		if p.tls != nil {
-			cfg = p.tls.Clone()
-			cfg.ServerName = base.Hostname()
-		}
-		tc := tls.Client(tcp, cfg)
+		// The system's roots, as the Transport of streamed forwards uses.
+		tc := tls.Client(tcp, &tls.Config{ServerName: base.Hostname(), NextProtos: []string{"http/1.1"}})
 		if err := tc.HandshakeContext(ctx); err != nil {
 			tcp.Close()
 			return nil, &net.OpError{Op: "dial", Net: "tcp", Addr: tcp.RemoteAddr(), Err: err}
