@@ -1,6 +1,8 @@
 package executor
 
 import (
+	"errors"
+	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -46,11 +48,16 @@ func (r procRegistry) add(pgid int) {
 	if !ok {
 		return // the platform cannot tell, or already gone: nothing to kill later
 	}
-	if err := os.MkdirAll(r.dir, 0o700); err == nil {
-		err = os.WriteFile(r.path(pgid), []byte(rec), 0o600)
-		if err != nil {
-			r.log.Warn("cannot record a running process group", "pgid", pgid, "err", err)
+	err := os.WriteFile(r.path(pgid), []byte(rec), 0o600)
+	if errors.Is(err, fs.ErrNotExist) {
+		// The first record, or the directory was removed: make it once
+		// here rather than stat it on every exec.
+		if err = os.MkdirAll(r.dir, 0o700); err == nil {
+			err = os.WriteFile(r.path(pgid), []byte(rec), 0o600)
 		}
+	}
+	if err != nil {
+		r.log.Warn("cannot record a running process group", "pgid", pgid, "err", err)
 	}
 }
 

@@ -5,10 +5,15 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 )
 
-// bootID is this boot's random id (/proc/sys/kernel/random/boot_id).
-func bootID() (string, bool) {
+// bootID is this boot's random id (/proc/sys/kernel/random/boot_id). It
+// cannot change while this process lives, so it is read once: every exec
+// records it.
+var bootID = sync.OnceValues(readBootID)
+
+func readBootID() (string, bool) {
 	b, err := os.ReadFile("/proc/sys/kernel/random/boot_id")
 	if err != nil {
 		return "", false

@@ -43,6 +43,10 @@ type entry struct {
 	cancels int       // server cancels received
 	started time.Time // for the status file
 	payEnd  bool      // payload channel closed (only the reader touches it)
+	// deadGroup is the op's process group once it is known dead (set by
+	// runOp): its record is forgotten after the answer is queued, so the
+	// unlink is not on the instruction's path.
+	deadGroup int
 }
 
 type table struct {
@@ -178,6 +182,9 @@ func (t *table) start(e *entry, req ops.Request) {
 		defer e.running.Store(false)
 		out := t.rt.gatedOp(e, req)
 		t.answer(e, out)
+		if e.deadGroup != 0 {
+			t.rt.procs.remove(e.deadGroup)
+		}
 	}()
 }
 
@@ -332,7 +339,7 @@ func (rt *Runtime) runOp(e *entry, req ops.Request) (out protocol.Outcome) {
 		req.Spawned = func(g int) { pgid = g; rt.procs.add(g) }
 		defer func() {
 			if pgid != 0 && out != nil && !isUnknown(out) {
-				rt.procs.remove(pgid) // the group is dead; an outcome_unknown keeps its record
+				e.deadGroup = pgid // the group is dead; an outcome_unknown keeps its record
 			}
 		}()
 		return ops.Exec(e.ctx, &rt.cfg.Ops, req, sink)
