@@ -70,6 +70,8 @@ func Open(ctx context.Context, dir string) (*sqlstore.Store, error) {
 		writer.Close()
 		return nil, err
 	}
+	// One process serves this file, and every revocation goes through it.
+	s.RememberAPIKeys()
 	if err := os.Chmod(path, 0o600); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: %w", err)

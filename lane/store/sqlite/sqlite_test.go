@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"bytes"
 	"database/sql"
+	"errors"
 	"os"
 	"path/filepath"
 	"testing"
@@ -106,4 +107,38 @@ func TestUpgradeFromVersion3(t *testing.T) {
 			return s
 		}}
 	})
+}
+
+// The registry of one process remembers the keys it authenticated: a second
+// request reads nothing. A revocation through the store is seen at once
+// (the conformance suite's ARevokedKeyIsRefusedAtOnce); a row deleted
+// behind its back is seen once the store is told to forget.
+func TestAuthenticatedKeysAreAnsweredFromMemory(t *testing.T) {
+	ctx := t.Context()
+	s, err := sqlite.Open(ctx, t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	idn, err := s.CreateIdentity(ctx, "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := store.DigestOf("sema_k_test")
+	if _, err := s.CreateAPIKey(ctx, idn.ID, d); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.IdentityByAPIKey(ctx, d); err != nil || got.ID != idn.ID {
+		t.Fatalf("first use: %+v, %v", got, err)
+	}
+	if _, err := s.DB().ExecContext(ctx, `DELETE FROM api_keys`); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.IdentityByAPIKey(ctx, d); err != nil || got.ID != idn.ID {
+		t.Fatalf("second use read the registry: %+v, %v", got, err)
+	}
+	s.ForgetAPIKeys()
+	if _, err := s.IdentityByAPIKey(ctx, d); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("after ForgetAPIKeys: %v; want ErrNotFound", err)
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"time"
 
 	"github.com/sema-agent/sema/internal/ids"
 	"github.com/sema-agent/sema/lane/store"
@@ -79,33 +80,53 @@ const identityByKeyRead = `SELECT i.id, i.name, i.created_ms, i.admin, k.id, k.l
 
 // IdentityByAPIKey finds the identity owning a key that is not revoked. The
 // read is on the read pool; the key's use is written only when the last
-// one recorded is LastUsedAtGranularity old, by the database clock.
+// one recorded is LastUsedAtGranularity old, by the database clock. A store
+// that remembers keys (RememberAPIKeys) answers from memory until then.
 func (s *Store) IdentityByAPIKey(ctx context.Context, digest store.Digest) (store.Identity, error) {
+	if s.keys == nil {
+		idn, _, err := s.identityByAPIKey(ctx, digest)
+		return idn, err
+	}
+	now := s.clock()
+	if idn, ok := s.keys.get(digest, now); ok {
+		return idn, nil
+	}
+	gen := s.keys.generation()
+	idn, due, err := s.identityByAPIKey(ctx, digest)
+	if err == nil {
+		s.keys.put(gen, digest, idn, now.Add(due))
+	}
+	return idn, err
+}
+
+// identityByAPIKey reads the key's identity from the registry and records
+// its use when due; due is how long from now its use need not be recorded.
+func (s *Store) identityByAPIKey(ctx context.Context, digest store.Digest) (idn store.Identity, due time.Duration, err error) {
 	var (
-		idn      store.Identity
 		created  int64
 		keyID    string
 		lastUsed sql.NullInt64
 		now      int64
 	)
-	err := s.identityByKey.QueryRowContext(ctx, digest[:]).Scan(&idn.ID, &idn.Name, &created, &idn.Admin, &keyID, &lastUsed, &now)
+	err = s.identityByKey.QueryRowContext(ctx, digest[:]).Scan(&idn.ID, &idn.Name, &created, &idn.Admin, &keyID, &lastUsed, &now)
 	if errors.Is(err, sql.ErrNoRows) {
-		return idn, store.ErrNotFound
+		return idn, 0, store.ErrNotFound
 	}
 	if err != nil {
-		return idn, s.wrap("identity by api key", err)
+		return idn, 0, s.wrap("identity by api key", err)
 	}
 	idn.CreatedAt = msTime(created)
 	granularity := store.LastUsedAtGranularity.Milliseconds()
-	if !lastUsed.Valid || now-lastUsed.Int64 >= granularity {
-		// Conditional, so that requests racing past the read write once.
-		_, err := s.db.ExecContext(ctx, s.sql(`UPDATE api_keys SET last_used_ms = NOW
-			WHERE id = ? AND revoked_ms IS NULL AND (last_used_ms IS NULL OR last_used_ms <= NOW - ?)`), keyID, granularity)
-		if err != nil {
-			return store.Identity{}, s.wrap("record api key use", err)
-		}
+	if lastUsed.Valid && now-lastUsed.Int64 < granularity {
+		return idn, time.Duration(granularity-(now-lastUsed.Int64)) * time.Millisecond, nil
 	}
-	return idn, nil
+	// Conditional, so that requests racing past the read write once.
+	_, err = s.db.ExecContext(ctx, s.sql(`UPDATE api_keys SET last_used_ms = NOW
+		WHERE id = ? AND revoked_ms IS NULL AND (last_used_ms IS NULL OR last_used_ms <= NOW - ?)`), keyID, granularity)
+	if err != nil {
+		return store.Identity{}, 0, s.wrap("record api key use", err)
+	}
+	return idn, store.LastUsedAtGranularity, nil
 }
 
 // ListAPIKeys returns an identity's keys that are not revoked, oldest first.
@@ -150,6 +171,11 @@ func (s *Store) RevokeAPIKey(ctx context.Context, ownerID, keyID string) (store.
 		k, err = scanAPIKey(tx.QueryRowContext(ctx, s.sql(`UPDATE api_keys SET revoked_ms = COALESCE(revoked_ms, NOW) WHERE id = ? RETURNING `+apiKeyColumns), keyID))
 		return s.wrap("revoke api key", err)
 	})
+	if s.keys != nil {
+		// Even on an error: whether a failed commit took effect is not
+		// known, and the key is then read again.
+		s.keys.forget()
+	}
 	return k, err
 }
 

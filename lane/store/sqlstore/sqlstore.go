@@ -51,6 +51,10 @@ type Store struct {
 	// identityByKey is prepared because every request of the HTTP API
 	// authenticates with it (SQLite: parsing was ~70 of ~150 µs).
 	identityByKey *sql.Stmt
+	// keys, when not nil, remembers authenticated API keys (keycache.go).
+	keys *keyCache
+	// clock is the process clock the key cache's entries expire by.
+	clock func() time.Time
 }
 
 // New wraps an open database after applying the migrations in fsys (files
@@ -62,7 +66,7 @@ func New(ctx context.Context, db, reads *sql.DB, d Dialect, fsys embed.FS) (*Sto
 	if reads == nil {
 		reads = db
 	}
-	s := &Store{db: db, reads: reads, d: d}
+	s := &Store{db: db, reads: reads, d: d, clock: time.Now}
 	if err := s.migrate(ctx, fsys); err != nil {
 		return nil, err
 	}
@@ -81,6 +85,20 @@ func New(ctx context.Context, db, reads *sql.DB, d Dialect, fsys embed.FS) (*Sto
 		}
 	}
 	return s, nil
+}
+
+// RememberAPIKeys makes IdentityByAPIKey remember the keys it has
+// authenticated (keycache.go). Call it only for a registry that no other
+// process writes: a revocation made elsewhere would not be seen until the
+// key's next recorded use, up to store.LastUsedAtGranularity later.
+func (s *Store) RememberAPIKeys() { s.keys = newKeyCache() }
+
+// ForgetAPIKeys drops what RememberAPIKeys remembered, for a tool (or a
+// test) that has written the registry's keys directly.
+func (s *Store) ForgetAPIKeys() {
+	if s.keys != nil {
+		s.keys.forget()
+	}
 }
 
 // DB exposes the database handle that writes, for tests and operators'

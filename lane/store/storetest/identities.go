@@ -167,6 +167,12 @@ func testKeyUseIsRecordedAtMostOnceAMinute(t *testing.T, s Backend) {
 		if _, err := s.DB().ExecContext(ctx(t), fmt.Sprintf(`UPDATE api_keys SET last_used_ms = %d WHERE id = '%s'`, ms, k.ID)); err != nil {
 			t.Fatal(err)
 		}
+		// Written behind the store's back: a store that remembers keys
+		// would otherwise answer from memory, as it may until the minute
+		// it last recorded is over by its own clock.
+		if f, ok := s.(interface{ ForgetAPIKeys() }); ok {
+			f.ForgetAPIKeys()
+		}
 	}
 	use()
 	first := lastUsed()
