@@ -47,6 +47,12 @@ type conn struct {
 	epoch       string
 	supports    map[protocol.InstructionKind]bool
 	connectedAt time.Time
+	// record is the device's registry row as the handshake read it, not
+	// revoked; recordAt is the registry's revocation count read before it
+	// (see Server.dispatchDevice).
+	record   store.Device
+	recordAt uint64
+	recorded bool
 	// leaseRound is the renewal round under way when the lease was taken.
 	leaseRound uint64
 
@@ -321,6 +327,7 @@ func (s *Server) handshake(c *conn, h *protocol.Hello) {
 		c.reject(protocol.RejectAuthFailed, "")
 		return
 	}
+	revocations, counted := s.revocationCount()
 	dev, err := s.store.Device(c.ctx, h.DeviceID)
 	if err != nil {
 		if !errors.Is(err, store.ErrNotFound) {
@@ -345,6 +352,7 @@ func (s *Server) handshake(c *conn, h *protocol.Hello) {
 		return
 	}
 	c.deviceID, c.epoch = dev.ID, h.Epoch
+	c.record, c.recordAt, c.recorded = dev, revocations, counted
 	c.supports = map[protocol.InstructionKind]bool{}
 	for _, k := range h.Supports {
 		if k.Valid() { // §3.2: kinds the server does not know are ignored

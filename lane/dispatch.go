@@ -56,7 +56,7 @@ func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instru
 	if err != nil {
 		return nil, err
 	}
-	dev, err := s.store.Device(ctx, deviceID)
+	dev, err := s.dispatchDevice(ctx, deviceID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && owner != "" && dev.OwnerID != owner) {
 		return nil, ErrUnknownDevice
 	}
@@ -95,6 +95,39 @@ func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instru
 	d.queue = append(d.queue, call)
 	s.pump(d)
 	return call, nil
+}
+
+// dispatchDevice is the device's registry row for a dispatch. A registry
+// that one process serves counts its device revocations: while the count
+// has not moved since a connected device's handshake read its row, that
+// row still holds (its owner never changes; only a revocation does), and
+// nothing is read. Replicas read the row every time, since another replica
+// may have revoked the device a moment ago.
+func (s *Server) dispatchDevice(ctx context.Context, deviceID string) (store.Device, error) {
+	if now, counted := s.revocationCount(); counted {
+		s.mu.Lock()
+		d := s.devices[deviceID]
+		s.mu.Unlock()
+		if d != nil {
+			d.mu.Lock()
+			c := d.conn
+			fresh := c != nil && c.state().takesWork() && c.recorded && c.recordAt == now
+			d.mu.Unlock()
+			if fresh {
+				return c.record, nil
+			}
+		}
+	}
+	return s.store.Device(ctx, deviceID)
+}
+
+// revocationCount is the registry's count of device revocations, when it
+// keeps one (a registry this process serves alone).
+func (s *Server) revocationCount() (uint64, bool) {
+	if s.revocations == nil {
+		return 0, false
+	}
+	return s.revocations()
 }
 
 // admit decides whether a call may be queued (d.mu held): the outcome that

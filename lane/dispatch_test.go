@@ -3,6 +3,7 @@ package lane
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
@@ -10,10 +11,13 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/lane/store"
+	"github.com/sema-agent/sema/lane/store/sqlstore"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -350,5 +354,44 @@ func (s *ndjsonStream) end() {
 		}
 	case <-time.After(waitBound):
 		s.t.Fatal("the stream did not end after the outcome")
+	}
+}
+
+// deviceReads counts the registry's device reads.
+type deviceReads struct {
+	*sqlstore.Store
+	n atomic.Int64
+}
+
+func (d *deviceReads) Device(ctx context.Context, id string) (store.Device, error) {
+	d.n.Add(1)
+	return d.Store.Device(ctx, id)
+}
+
+// A registry this process serves alone counts its device revocations. While
+// the count stands, a dispatch to a device attached here reads no row; once
+// the device is revoked, even behind the lane's back (an embedder calling its
+// store), the next dispatch reads the row again and refuses.
+func TestDispatchReadsTheDeviceRowAgainAfterARevocation(t *testing.T) {
+	var reads *deviceReads
+	l := newWSLane(t, func(c *Config) {
+		reads = &deviceReads{Store: c.Store.(*sqlstore.Store)}
+		c.Store = reads
+	})
+	fd := l.enroll()
+	fd.establish()
+	before := reads.n.Load()
+	call := l.dispatch(fd, execInstr("a"))
+	fd.instructionFor(call.ID)
+	if n := reads.n.Load() - before; n != 0 {
+		t.Fatalf("a dispatch to an attached device read its row %d times", n)
+	}
+	if _, err := l.store.RevokeDevice(t.Context(), l.owner.ID, fd.id); err != nil {
+		t.Fatal(err)
+	}
+	next := l.dispatch(fd, execInstr("b"))
+	wantFailure(t, settled(t, next), protocol.StateTerminalNeverStarted, protocol.ErrTargetUnavailable)
+	if reads.n.Load() == before {
+		t.Fatal("the dispatch after a revocation did not read the row")
 	}
 }

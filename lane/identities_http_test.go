@@ -2,6 +2,7 @@ package lane
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -118,8 +119,13 @@ func TestAPIKeysAreCreatedAndListedForTheCaller(t *testing.T) {
 	wantError(t, l.do("POST", "/v1/api-keys", bob.APIKey, `{"identityId":"x"}`), 400, "request.body_shape", `"identityId"`)
 	r := l.do("GET", "/v1/api-keys", second.APIKey, "")
 	list := decode[api.APIKeyList](t, r)
-	if len(list.APIKeys) != 2 || list.APIKeys[1].KeyID != second.KeyID {
-		t.Fatalf("bob's keys %s, want two, the new one last", r.body)
+	// Oldest first: by creation time, then by id (two keys made in the
+	// same millisecond are ordered by their ids' random parts).
+	if len(list.APIKeys) != 2 || !slices.ContainsFunc(list.APIKeys, func(k api.APIKey) bool { return k.KeyID == second.KeyID }) {
+		t.Fatalf("bob's keys %s, want two, one of them the new one", r.body)
+	}
+	if a, b := list.APIKeys[0], list.APIKeys[1]; a.CreatedAt > b.CreatedAt || (a.CreatedAt == b.CreatedAt && a.KeyID > b.KeyID) {
+		t.Fatalf("bob's keys %s, want the oldest first", r.body)
 	}
 	for _, k := range list.APIKeys {
 		// Both keys have been used (the first made the list call's

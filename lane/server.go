@@ -27,6 +27,9 @@ type Server struct {
 	log     *slog.Logger
 	mux     *http.ServeMux
 	audits  *auditor
+	// revocations, when not nil, counts device revocations in a registry
+	// this process serves alone (sqlstore's DeviceRevocations).
+	revocations func() (uint64, bool)
 	// replica names this Server in the leases it takes, so that Shutdown
 	// releases them all in one statement (leases.go).
 	replica string
@@ -80,6 +83,9 @@ func New(cfg Config) (*Server, error) {
 		calls:        map[string]*Call{},
 		memo:         newSettledMemo(cfg.SettledMemo),
 		neverStarted: newSettledMemo(cfg.SettledMemo),
+	}
+	if r, ok := cfg.Store.(interface{ DeviceRevocations() (uint64, bool) }); ok {
+		s.revocations = r.DeviceRevocations
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), leaseReleaseTimeout)
 	err = s.registerReplica(ctx)

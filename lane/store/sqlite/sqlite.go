@@ -71,7 +71,7 @@ func Open(ctx context.Context, dir string) (*sqlstore.Store, error) {
 		return nil, err
 	}
 	// One process serves this file, and every revocation goes through it.
-	s.RememberAPIKeys()
+	s.ServedByOneProcess()
 	if err := os.Chmod(path, 0o600); err != nil {
 		s.Close()
 		return nil, fmt.Errorf("sqlite: %w", err)

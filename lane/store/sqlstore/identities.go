@@ -81,7 +81,7 @@ const identityByKeyRead = `SELECT i.id, i.name, i.created_ms, i.admin, k.id, k.l
 // IdentityByAPIKey finds the identity owning a key that is not revoked. The
 // read is on the read pool; the key's use is written only when the last
 // one recorded is LastUsedAtGranularity old, by the database clock. A store
-// that remembers keys (RememberAPIKeys) answers from memory until then.
+// that remembers keys (ServedByOneProcess) answers from memory until then.
 func (s *Store) IdentityByAPIKey(ctx context.Context, digest store.Digest) (store.Identity, error) {
 	if s.keys == nil {
 		idn, _, err := s.identityByAPIKey(ctx, digest)

@@ -146,6 +146,9 @@ func (s *Store) ListDevices(ctx context.Context, ownerID string, page store.Devi
 
 // RevokeDevice revokes an owner's device, terminally, and drops its lease.
 func (s *Store) RevokeDevice(ctx context.Context, ownerID, deviceID string) (store.Device, error) {
+	// Counted once the write is over, whatever its result: a row read
+	// before the count moved may predate the revocation, and is read again.
+	defer s.revocations.Add(1)
 	d, err := scanDevice(s.db.QueryRowContext(ctx, s.sql(`UPDATE devices SET revoked_ms = COALESCE(revoked_ms, NOW), `+noLease+`
 		WHERE id = ? AND owner_id = ? RETURNING `+deviceColumns), deviceID, ownerID))
 	if err != nil && !errors.Is(err, store.ErrNotFound) {

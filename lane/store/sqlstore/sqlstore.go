@@ -15,6 +15,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -53,6 +54,8 @@ type Store struct {
 	identityByKey *sql.Stmt
 	// keys, when not nil, remembers authenticated API keys (keycache.go).
 	keys *keyCache
+	// revocations counts RevokeDevice calls (DeviceRevocations).
+	revocations atomic.Uint64
 	// clock is the process clock the key cache's entries expire by.
 	clock func() time.Time
 }
@@ -87,13 +90,24 @@ func New(ctx context.Context, db, reads *sql.DB, d Dialect, fsys embed.FS) (*Sto
 	return s, nil
 }
 
-// RememberAPIKeys makes IdentityByAPIKey remember the keys it has
-// authenticated (keycache.go). Call it only for a registry that no other
-// process writes: a revocation made elsewhere would not be seen until the
-// key's next recorded use, up to store.LastUsedAtGranularity later.
-func (s *Store) RememberAPIKeys() { s.keys = newKeyCache() }
+// ServedByOneProcess declares that this Store is the only way to its
+// database: one process serves it and every write passes here (SQLite).
+// IdentityByAPIKey then remembers the keys it authenticated (keycache.go),
+// and DeviceRevocations counts revocations for the lane. A write made
+// elsewhere (another process on the same file) would not be seen: a
+// revoked key would work until its next recorded use, up to
+// store.LastUsedAtGranularity later.
+func (s *Store) ServedByOneProcess() { s.keys = newKeyCache() }
 
-// ForgetAPIKeys drops what RememberAPIKeys remembered, for a tool (or a
+// DeviceRevocations counts the RevokeDevice calls of a store served by one
+// process (ok false for any other): while the count has not moved, no
+// device row has been revoked, so a row read earlier still says who owns
+// the device and that it is not revoked.
+func (s *Store) DeviceRevocations() (n uint64, ok bool) {
+	return s.revocations.Load(), s.keys != nil
+}
+
+// ForgetAPIKeys drops the API keys a store served by one process remembers, for a tool (or a
 // test) that has written the registry's keys directly.
 func (s *Store) ForgetAPIKeys() {
 	if s.keys != nil {
