@@ -132,7 +132,13 @@ func (o *outbox) putChunk(ctx context.Context, id string, kind protocol.ChunkKin
 			o.total += n
 			o.peakHeld = max(o.peakHeld, o.total)
 			o.mu.Unlock()
-			o.notify()
+			if kind != protocol.ChunkExit {
+				// An exit chunk is followed at once by its result (Exec
+				// returns right after it), whose putResult wakes the
+				// writer: both then go out together, and the lane settles
+				// the call on one read instead of two.
+				o.notify()
+			}
 			return nil
 		}
 		space := o.space
