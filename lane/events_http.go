@@ -44,8 +44,11 @@ func (s *Server) streamCall(w http.ResponseWriter, r *http.Request, call *Call) 
 			return
 		}
 		if e.Settled != nil {
+			// Written, not flushed: net/http flushes it with the chunked
+			// body's terminator when the handler returns, in one write, so
+			// the caller sees the outcome and the end of the body at once.
 			out.buf = appendOutcomeLine(out.buf, e.Settled)
-			out.flush()
+			out.write()
 			return
 		}
 		out.buf = appendChunkLine(out.buf, e.Chunk)
