@@ -99,9 +99,9 @@ func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instru
 
 // dispatchDevice is the device's registry row for a dispatch. A registry
 // that one process serves counts its device revocations: while the count
-// has not moved since a connected device's handshake read its row, that
-// row still holds (its owner never changes; only a revocation does), and
-// nothing is read. Replicas read the row every time, since another replica
+// has not moved since a connected device's handshake read its row, what a
+// dispatch reads of that row still holds (the owner never changes; being
+// revoked is the one change), and nothing is read. Replicas read the row every time, since another replica
 // may have revoked the device a moment ago.
 func (s *Server) dispatchDevice(ctx context.Context, deviceID string) (store.Device, error) {
 	if now, counted := s.revocationCount(); counted {

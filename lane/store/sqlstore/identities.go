@@ -87,7 +87,7 @@ func (s *Store) IdentityByAPIKey(ctx context.Context, digest store.Digest) (stor
 		idn, _, err := s.identityByAPIKey(ctx, digest)
 		return idn, err
 	}
-	now := s.clock()
+	now := time.Now()
 	if idn, ok := s.keys.get(digest, now); ok {
 		return idn, nil
 	}

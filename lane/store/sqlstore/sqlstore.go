@@ -56,8 +56,6 @@ type Store struct {
 	keys *keyCache
 	// revocations counts RevokeDevice calls (DeviceRevocations).
 	revocations atomic.Uint64
-	// clock is the process clock the key cache's entries expire by.
-	clock func() time.Time
 }
 
 // New wraps an open database after applying the migrations in fsys (files
@@ -69,7 +67,7 @@ func New(ctx context.Context, db, reads *sql.DB, d Dialect, fsys embed.FS) (*Sto
 	if reads == nil {
 		reads = db
 	}
-	s := &Store{db: db, reads: reads, d: d, clock: time.Now}
+	s := &Store{db: db, reads: reads, d: d}
 	if err := s.migrate(ctx, fsys); err != nil {
 		return nil, err
 	}
@@ -107,8 +105,8 @@ func (s *Store) DeviceRevocations() (n uint64, ok bool) {
 	return s.revocations.Load(), s.keys != nil
 }
 
-// ForgetAPIKeys drops the API keys a store served by one process remembers, for a tool (or a
-// test) that has written the registry's keys directly.
+// ForgetAPIKeys drops the API keys a store served by one process remembers,
+// for a tool (or a test) that has written the registry's keys directly.
 func (s *Store) ForgetAPIKeys() {
 	if s.keys != nil {
 		s.keys.forget()
