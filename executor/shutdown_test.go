@@ -74,6 +74,10 @@ func TestShutdownStopsWorkPastTheGrace(t *testing.T) {
 	pid := h.pidOf(id)
 	h.cancel()
 	h.waitGoodbye(c)
+	// The lane can read the goodbye before the executor sees its write
+	// return: the grace must not fire before then, or the goodbye counts as
+	// unsent and nothing is flushed.
+	h.waitStatus(func(s executorStatus) bool { return s.Stopping })
 	h.clock.WaitTimer(h.ctx(), func(d time.Duration) bool { return d == 90*time.Second })
 	h.clock.Advance(90 * time.Second)
 	r, err := h.lane.Ledger.WaitResult(h.ctx(), id)

@@ -25,6 +25,9 @@ type Status struct {
 	UpdatedAt time.Time `json:"updatedAt"`
 	LastError string    `json:"lastError,omitempty"`
 	Stopped   bool      `json:"stopped"` // the process has ended
+	// Stopping: the goodbye is on the wire and in-flight work is being
+	// finished within the grace; nothing new is taken (R15).
+	Stopping bool `json:"stopping,omitempty"`
 }
 
 type statusFile struct {

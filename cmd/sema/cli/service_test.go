@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sema-agent/sema/cmd/sema/cli"
 	"github.com/sema-agent/sema/device"
+	"github.com/sema-agent/sema/executor"
 	"github.com/sema-agent/sema/internal/ids"
 )
 
@@ -124,5 +126,23 @@ func TestDeviceStatusAndForgetOffline(t *testing.T) {
 	}
 	if _, errOut, code := runInProcess(t, "", "device", "status", "--state-dir", dir); code != cli.ExitFailure || !strings.Contains(errOut, "not enrolled") {
 		t.Errorf("status after forget: exit %d: %s", code, errOut)
+	}
+}
+
+// A serve that has said goodbye and is finishing its work says so.
+func TestDeviceStatusOfAServeShuttingDown(t *testing.T) {
+	dir, id := fakeEnrollment(t)
+	st := executor.Status{PID: os.Getpid(), DeviceID: id, Connected: true, Gen: "1", Inflight: []string{"ins_1"}, Stopping: true,
+		Since: time.Now(), UpdatedAt: time.Now()}
+	b, err := json.Marshal(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, device.StatusFile), b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := runInProcess(t, "", "device", "status", "--state-dir", dir)
+	if code != 0 || !strings.Contains(out, "shutting down: goodbye sent") || !strings.Contains(out, "ins_1") {
+		t.Errorf("status: exit %d:\n%s%s", code, out, errOut)
 	}
 }

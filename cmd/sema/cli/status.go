@@ -98,6 +98,8 @@ func printStatus(ds deviceStatus) {
 	switch {
 	case st == nil:
 		line("serve", "never started here")
+	case ds.Running && st.Stopping:
+		line("serve", fmt.Sprintf("shutting down: goodbye sent, finishing the work in flight (pid %d)", st.PID))
 	case ds.Running:
 		line("serve", fmt.Sprintf("running (pid %d, since %s)", st.PID, st.Since.Local().Format(time.RFC3339)))
 	case st.Stopped:
