@@ -1,15 +1,18 @@
 # The one test command (README "Testing"); .ci/run runs exactly `make test`.
 GO ?= go
 
-.PHONY: test fmt-check vet cross interop-deps race fuzz bench ratios forward fleet shutdown-fleet soak
+.PHONY: test fmt-check vet cross interop-deps race fuzz bench ratios forward fleet stages shutdown-fleet soak
 
 test: fmt-check vet cross interop-deps race
 
 fmt-check:
 	@out="$$(gofmt -l .)"; if [ -n "$$out" ]; then echo "gofmt -l reports unformatted files:"; echo "$$out"; exit 1; fi
 
+# The probe build (internal/probe) is vetted, and its marks tested, too.
 vet:
 	$(GO) vet ./...
+	$(GO) vet -tags semaprobe ./internal/probe/ ./lane/ ./executor/... ./bench/...
+	$(GO) test -tags semaprobe -count=1 ./internal/probe/
 
 # The other platforms: darwin (arm64, amd64) builds, vets and compiles
 # every package's tests; linux/arm64 and linux/386 build. Nothing runs
@@ -65,6 +68,13 @@ forward:
 FLEET ?= -devices 15000
 fleet:
 	$(GO) run ./bench/fleet $(FLEET)
+
+# Where an exec true round trip's time goes on the user's path (issue M
+# item 5): sema built with -tags semaprobe, a real server and device, the
+# median of each step. make stages STAGES="-trips 5000"
+STAGES ?=
+stages:
+	$(GO) run -tags semaprobe ./bench/stages $(STAGES)
 
 # 10,000 devices connected from a child process, then Shutdown: every lease
 # released in one statement (lane/shutdown_leases_test.go).

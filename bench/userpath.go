@@ -63,6 +63,16 @@ func StartUserPath(ctx context.Context) (*UserPath, error) { return StartUserPat
 // postgresURL ("" for SQLite): the server is then a replica of a cluster,
 // and StartReplica adds others.
 func StartUserPathOn(ctx context.Context, postgresURL string) (*UserPath, error) {
+	return startUserPath(ctx, postgresURL, "")
+}
+
+// StartUserPathTagged is StartUserPath with sema built with the build tags
+// tags (bench/stages: semaprobe).
+func StartUserPathTagged(ctx context.Context, tags string) (*UserPath, error) {
+	return startUserPath(ctx, "", tags)
+}
+
+func startUserPath(ctx context.Context, postgresURL, tags string) (*UserPath, error) {
 	dir, err := os.MkdirTemp("", "sema-userpath-")
 	if err != nil {
 		return nil, err
@@ -78,7 +88,7 @@ func StartUserPathOn(ctx context.Context, postgresURL string) (*UserPath, error)
 	if err != nil {
 		return fail(err)
 	}
-	build := exec.CommandContext(ctx, "go", "build", "-o", u.Bin, "./cmd/sema")
+	build := exec.CommandContext(ctx, "go", "build", "-tags", tags, "-o", u.Bin, "./cmd/sema")
 	build.Dir = root
 	if out, err := build.CombinedOutput(); err != nil {
 		return fail(fmt.Errorf("go build ./cmd/sema: %v: %s", err, out))

@@ -13,6 +13,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sema-agent/sema/executor/ops"
+	"github.com/sema-agent/sema/internal/probe"
 	"github.com/sema-agent/sema/internal/wsmsg"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -456,6 +457,9 @@ func (s *session) writeLoop(ctx context.Context) error {
 				rt.giveUp(id, "unencodable")
 				continue
 			}
+			if fr.result != nil {
+				probe.Mark(probe.ExecResultWrite) // before: the lane may read it before Write returns
+			}
 			if err := s.conn.Write(ctx, websocket.MessageText, b); err != nil {
 				return fmt.Errorf("%w: %w", errSocketEnded, err)
 			}
@@ -525,6 +529,7 @@ func (s *session) heartbeatLoop(ctx context.Context) {
 // explicitly when it must not run. It never drops one: the lane crossed its
 // one-way commit before sending it (§5.0).
 func (rt *Runtime) receive(s *session, in *protocol.Instruction) {
+	probe.Mark(probe.ExecReceived)
 	e := rt.tab.add(in.InstructionID, in.Kind)
 	if e == nil {
 		rt.log.Warn("an instruction id arrived twice; the second is ignored and never run", "instructionId", in.InstructionID)

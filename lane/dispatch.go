@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/internal/probe"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -93,6 +94,7 @@ func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instru
 		return call, nil
 	}
 	d.queue = append(d.queue, call)
+	probe.Mark(probe.LaneDispatched) // before pump: the writer may write the frame at once
 	s.pump(d)
 	return call, nil
 }

@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	"github.com/sema-agent/sema/internal/b64"
+	"github.com/sema-agent/sema/internal/probe"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -49,6 +50,7 @@ func (s *Server) streamCall(w http.ResponseWriter, r *http.Request, call *Call) 
 			// the caller sees the outcome and the end of the body at once.
 			out.buf = appendOutcomeLine(out.buf, e.Settled)
 			out.write()
+			probe.Mark(probe.LaneAnswered)
 			return
 		}
 		out.buf = appendChunkLine(out.buf, e.Chunk)

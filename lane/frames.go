@@ -3,6 +3,7 @@ package lane
 import (
 	"time"
 
+	"github.com/sema-agent/sema/internal/probe"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -41,6 +42,7 @@ func (s *Server) handleFrame(c *conn, f protocol.DeviceFrame) {
 		s.goodbye(d, c, f)
 		d.mu.Unlock()
 	case *protocol.Result:
+		probe.Mark(probe.LaneResultRead)
 		d.mu.Unlock()
 		s.handleResult(c, f)
 	case *protocol.Chunk:

@@ -12,6 +12,7 @@ import (
 	"github.com/go-json-experiment/json/jsontext"
 
 	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/internal/probe"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -219,7 +220,9 @@ func instructionArgs(req instructionRequest) (protocol.Args, *apiError) {
 // is full); otherwise a 200 NDJSON stream of events, flushed as they
 // happen, ending with the outcome.
 func (s *Server) postInstruction(w http.ResponseWriter, r *http.Request) {
+	probe.Mark(probe.LaneAuthenticated)
 	in, hold, aerr := s.readInstruction(r)
+	probe.Mark(probe.LaneParsed)
 	if aerr != nil {
 		writeError(w, aerr)
 		return

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/internal/probe"
 	"github.com/sema-agent/sema/lane/cluster"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
@@ -170,6 +171,7 @@ func (s *Server) capabilities(w http.ResponseWriter, r *http.Request) {
 // laneOnly answers 501 when this deployment does not run the device lane.
 func (s *Server) laneOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		probe.Mark(probe.LaneRequest)
 		if s.cfg.Disabled {
 			writeError(w, errorf(http.StatusNotImplemented, codeLaneRequired, "this deployment does not run the device lane"))
 			return

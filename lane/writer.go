@@ -6,6 +6,7 @@ import (
 
 	"github.com/coder/websocket"
 
+	"github.com/sema-agent/sema/internal/probe"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -260,6 +261,7 @@ func (c *conn) writeLoop() {
 // writeFrame writes one frame within the write timeout and releases it.
 func (c *conn) writeFrame(f *outFrame) error {
 	ctx, cancel := context.WithTimeout(c.ctx, c.srv.cfg.WriteTimeout)
+	probe.Mark(probe.LaneFrameWrite) // before: the device may read it before Write returns
 	err := c.ws.Write(ctx, websocket.MessageText, f.b)
 	cancel()
 	payload := f.payload

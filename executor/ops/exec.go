@@ -19,6 +19,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sema-agent/sema/internal/probe"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -56,6 +57,7 @@ func Exec(ctx context.Context, env *Env, req Request, sink Sink) protocol.Outcom
 	if ctx.Err() != nil {
 		return execNotStarted(ctx)
 	}
+	probe.Mark(probe.ExecStarted)
 	cmd, fail := prepareExec(env, req)
 	if fail != nil {
 		return *fail
@@ -64,6 +66,7 @@ func Exec(ctx context.Context, env *Env, req Request, sink Sink) protocol.Outcom
 	if out != nil {
 		return out
 	}
+	probe.Mark(probe.ExecSpawned)
 	if req.Spawned != nil {
 		req.Spawned(c.pgid)
 	}
@@ -85,6 +88,7 @@ func Exec(ctx context.Context, env *Env, req Request, sink Sink) protocol.Outcom
 	why := stopNone
 	select {
 	case <-c.exited:
+		probe.Mark(probe.ExecExited)
 	case <-ctx.Done():
 		why = stopContext
 	case <-timeout:
@@ -148,6 +152,7 @@ func Exec(ctx context.Context, env *Env, req Request, sink Sink) protocol.Outcom
 		return protocol.Fail(protocol.ErrAborted,
 			"the command finished with exit code %d but its output could not be delivered: %v", code, em.err)
 	}
+	probe.Mark(probe.ExecExitChunk)
 	if err := sink.Exit(code); err != nil {
 		return protocol.Fail(protocol.ErrAborted,
 			"the command finished with exit code %d but its exit chunk could not be delivered: %v", code, err)
