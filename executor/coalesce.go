@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -28,6 +29,7 @@ type coalescingConn struct {
 	buf     []byte // waiting to be written
 	spare   []byte
 	writing bool  // a write(2) is under way, by drain or a direct Write
+	corked  bool  // small writes wait in buf for uncork (cork)
 	err     error // the first write error; sticky
 	closing bool
 	done    chan struct{} // closed when the drain goroutine ends
@@ -59,12 +61,52 @@ func (c *coalescingConn) Write(p []byte) (int, error) {
 	if c.closing {
 		return 0, net.ErrClosed
 	}
+	if c.corked && len(p) < directWriteMax {
+		c.buf = append(c.buf, p...) // uncork writes it, with what follows
+		return len(p), nil
+	}
 	if len(p) < directWriteMax && len(c.buf) == 0 && !c.writing {
 		return c.writeDirect(p)
 	}
 	c.buf = append(c.buf, p...)
 	c.cond.Broadcast()
 	return len(p), nil
+}
+
+// cork holds small writes (whole small frames, the ends of large ones) in
+// the buffer until uncork, so that frames the writer has ready one after
+// another (an exit chunk and its result) leave in one write(2) and reach
+// the lane in one read. Large writes still wake the drain, which writes
+// everything buffered before them, so order is kept and a cork never holds
+// more than a few small frames.
+func (c *coalescingConn) cork() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.corked = true
+}
+
+// uncork ends a cork and writes what it held: here, when no other write is
+// under way and the bytes are few (the wake of the drain goroutine would
+// cost more than the write), else through the drain. An error is reported
+// as a Write's is.
+func (c *coalescingConn) uncork() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.corked = false
+	if c.err != nil || len(c.buf) == 0 {
+		return c.err
+	}
+	if c.writing || len(c.buf) >= directWriteMax {
+		c.cond.Broadcast()
+		return nil
+	}
+	p := c.buf
+	c.buf, c.spare = c.spare[:0], nil
+	_, err := c.writeDirect(p)
+	if c.spare == nil {
+		c.spare = p[:0]
+	}
+	return err
 }
 
 // writeDirect writes p itself (c.mu held; released during the write).
@@ -138,6 +180,16 @@ func (c *coalescingConn) Close() error {
 // live peer's kernel acknowledges within a round trip, whatever its load.
 const deadPeerTimeout = 60 * time.Second
 
+// dialedKey is the context key under which a WebSocket dial is handed an
+// *atomic.Pointer[coalescingConn] to store the connection it made, so that
+// the session's writer can cork it (withDialedConn).
+type dialedKey struct{}
+
+// withDialedConn returns ctx carrying slot for the dial's connection.
+func withDialedConn(ctx context.Context, slot *atomic.Pointer[coalescingConn]) context.Context {
+	return context.WithValue(ctx, dialedKey{}, slot)
+}
+
 // wsHTTPClient is base with its dialer wrapped in coalescingConn (and the
 // dead-peer timeout set), for the WebSocket dial only; a base whose
 // transport is not an *http.Transport is used as it is.
@@ -163,7 +215,11 @@ func wsHTTPClient(base *http.Client) *http.Client {
 			conn.Close()
 			return nil, fmt.Errorf("setting TCP_USER_TIMEOUT on the lane socket: %w", err)
 		}
-		return newCoalescingConn(conn), nil
+		cc := newCoalescingConn(conn)
+		if slot, ok := ctx.Value(dialedKey{}).(*atomic.Pointer[coalescingConn]); ok {
+			slot.Store(cc)
+		}
+		return cc, nil
 	}
 	c := *base
 	c.Transport = t

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -108,5 +109,101 @@ func TestCoalescingConnReportsAWriteErrorToEveryLaterWrite(t *testing.T) {
 			t.Fatalf("a write after the error: %v", err)
 		}
 		cc.Close()
+	}
+}
+
+// writeRecorder is a net.Conn that records each write(2) it is given.
+type writeRecorder struct {
+	net.Conn // nil: only Write and Close are used
+	mu       sync.Mutex
+	writes   [][]byte
+}
+
+func (w *writeRecorder) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.writes = append(w.writes, bytes.Clone(p))
+	return len(p), nil
+}
+
+func (w *writeRecorder) Close() error { return nil }
+
+func (w *writeRecorder) recorded() [][]byte {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.writes)
+}
+
+// Small frames written while corked leave in one write at uncork: an exit
+// chunk and its result reach the lane in one read.
+func TestCorkedSmallWritesLeaveInOneWriteAtUncork(t *testing.T) {
+	w := &writeRecorder{}
+	c := newCoalescingConn(w)
+	defer c.Close()
+	c.cork()
+	for _, p := range []string{"exit chunk,", "result"} {
+		if _, err := c.Write([]byte(p)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := w.recorded(); len(got) != 0 {
+		t.Fatalf("written while corked: %q", got)
+	}
+	if err := c.uncork(); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.recorded(); len(got) != 1 || string(got[0]) != "exit chunk,result" {
+		t.Fatalf("writes at uncork %q, want one of both frames", got)
+	}
+	// Uncorked, a small write goes straight out again.
+	if _, err := c.Write([]byte("heartbeat")); err != nil {
+		t.Fatal(err)
+	}
+	if got := w.recorded(); len(got) != 2 || string(got[1]) != "heartbeat" {
+		t.Fatalf("writes %q, want the heartbeat written at once", got)
+	}
+}
+
+// A large write while corked is not held: it goes out, after the small
+// ones before it, in order.
+func TestACorkNeverHoldsALargeWrite(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	large := bytes.Repeat([]byte("L"), 3*directWriteMax)
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		b := make([]byte, len("small")+len(large))
+		_, err = io.ReadFull(c, b) // returns only if nothing is held back
+		if err != nil {
+			b = nil
+		}
+		got <- b
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := newCoalescingConn(raw)
+	defer c.Close()
+	c.cork()
+	for _, p := range [][]byte{[]byte("small"), large} {
+		if _, err := c.Write(p); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if b := <-got; !bytes.Equal(b, append([]byte("small"), large...)) {
+		t.Fatalf("the peer got %d bytes while corked, want the small write then the large one", len(b))
+	}
+	if err := c.uncork(); err != nil {
+		t.Fatal(err)
 	}
 }

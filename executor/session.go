@@ -33,6 +33,7 @@ var (
 type session struct {
 	rt   *Runtime
 	conn *websocket.Conn
+	raw  *coalescingConn // under conn; nil when the HTTP client is not ours
 	gen  protocol.Gen
 	hb   time.Duration
 	rbuf []byte // the read buffer, reused message after message
@@ -49,7 +50,8 @@ func (rt *Runtime) connect(ctx context.Context) sessionEnd {
 		return sessionEnd{err: err}
 	}
 	dctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	conn, _, err := websocket.Dial(dctx, wsURL, &websocket.DialOptions{HTTPClient: rt.wsClient})
+	var dialed atomic.Pointer[coalescingConn]
+	conn, _, err := websocket.Dial(withDialedConn(dctx, &dialed), wsURL, &websocket.DialOptions{HTTPClient: rt.wsClient})
 	cancel()
 	if err != nil {
 		return sessionEnd{err: fmt.Errorf("dial %s: %w", wsURL, err)}
@@ -59,7 +61,7 @@ func (rt *Runtime) connect(ctx context.Context) sessionEnd {
 	// the socket (1009) on a larger one.
 	conn.SetReadLimit(protocol.MaxFrameBytes)
 
-	s := &session{rt: rt, conn: conn, ctrl: make(chan ctrlFrame, 8)}
+	s := &session{rt: rt, conn: conn, raw: dialed.Load(), ctrl: make(chan ctrlFrame, 8)}
 	ack, end := s.handshake(ctx)
 	if ack == nil {
 		return end
@@ -436,9 +438,29 @@ func (s *session) dispatch(ctx context.Context, f protocol.ServerFrame) bool {
 func (s *session) writeLoop(ctx context.Context) error {
 	rt := s.rt
 	var wbuf []byte // chunk frames are encoded here; Write does not keep it
+	// While the outbox has frames ready one after another the socket is
+	// corked, so that they leave in one write: an exit chunk and its
+	// result reach the lane in one read. It is uncorked before the loop
+	// waits, and before a control frame, whose write must be on the wire
+	// when it returns (the goodbye, §1.6).
+	corked := false
+	uncork := func() error {
+		if !corked {
+			return nil
+		}
+		corked = false
+		if err := s.raw.uncork(); err != nil {
+			return fmt.Errorf("%w: %w", errSocketEnded, err)
+		}
+		return nil
+	}
+	defer uncork()
 	for {
 		select {
 		case c := <-s.ctrl:
+			if err := uncork(); err != nil {
+				return err
+			}
 			if err := s.writeCtrl(ctx, c); err != nil {
 				return err
 			}
@@ -448,6 +470,10 @@ func (s *session) writeLoop(ctx context.Context) error {
 		fr, gaveUp, ok := rt.out.pull(s.gen)
 		for _, id := range gaveUp {
 			rt.giveUp(id, "sent on too many sockets without an ack")
+		}
+		if ok && !corked && s.raw != nil {
+			s.raw.cork()
+			corked = true
 		}
 		if ok {
 			id, b, err := fr.encode(wbuf)
@@ -467,6 +493,9 @@ func (s *session) writeLoop(ctx context.Context) error {
 				wbuf = b
 			}
 			continue
+		}
+		if err := uncork(); err != nil {
+			return err
 		}
 		select {
 		case <-ctx.Done():
