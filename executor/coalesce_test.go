@@ -13,26 +13,7 @@ import (
 // Every byte written reaches the peer, in order, and Close flushes what is
 // still buffered before it closes.
 func TestCoalescingConnDeliversEverythingInOrderAndFlushesOnClose(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	got := make(chan []byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- nil
-			return
-		}
-		defer c.Close()
-		b, _ := io.ReadAll(c)
-		got <- b
-	}()
-	raw, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+	raw, got := dialPeer(t, func(c net.Conn) []byte { b, _ := io.ReadAll(c); return b })
 	c := newCoalescingConn(raw)
 	var want bytes.Buffer
 	for i := range 3000 {
@@ -167,31 +148,14 @@ func TestCorkedSmallWritesLeaveInOneWriteAtUncork(t *testing.T) {
 // A large write while corked is not held: it goes out, after the small
 // ones before it, in order.
 func TestACorkNeverHoldsALargeWrite(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
 	large := bytes.Repeat([]byte("L"), 3*directWriteMax)
-	got := make(chan []byte, 1)
-	go func() {
-		c, err := ln.Accept()
-		if err != nil {
-			got <- nil
-			return
-		}
-		defer c.Close()
+	raw, got := dialPeer(t, func(c net.Conn) []byte {
 		b := make([]byte, len("small")+len(large))
-		_, err = io.ReadFull(c, b) // returns only if nothing is held back
-		if err != nil {
-			b = nil
+		if _, err := io.ReadFull(c, b); err != nil { // returns only if nothing is held back
+			return nil
 		}
-		got <- b
-	}()
-	raw, err := net.Dial("tcp", ln.Addr().String())
-	if err != nil {
-		t.Fatal(err)
-	}
+		return b
+	})
 	c := newCoalescingConn(raw)
 	defer c.Close()
 	c.cork()
@@ -206,4 +170,30 @@ func TestACorkNeverHoldsALargeWrite(t *testing.T) {
 	if err := c.uncork(); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// dialPeer connects to a loopback peer that sends what read returns from
+// its side of the connection on the channel.
+func dialPeer(t *testing.T, read func(net.Conn) []byte) (net.Conn, <-chan []byte) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	got := make(chan []byte, 1)
+	go func() {
+		c, err := ln.Accept()
+		if err != nil {
+			got <- nil
+			return
+		}
+		defer c.Close()
+		got <- read(c)
+	}()
+	raw, err := net.Dial("tcp", ln.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return raw, got
 }
