@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -323,23 +324,22 @@ func spawnShell(ctx context.Context, cmd *execCmd) (c *shellProc, stdout, stderr
 			f.Close()
 		}
 	}
-	outR, outW, err := os.Pipe()
+	outR, outW, err := outputPipe()
 	if err != nil {
 		return nil, nil, nil, protocol.Fail(protocol.ErrSpawnError, "cannot create the stdout pipe: %v; the command never started", execErrno(err))
 	}
 	closers = append(closers, outR, outW)
-	errR, errW, err := os.Pipe()
+	errR, errW, err := outputPipe()
 	if err != nil {
 		closeAll()
 		return nil, nil, nil, protocol.Fail(protocol.ErrSpawnError, "cannot create the stderr pipe: %v; the command never started", execErrno(err))
 	}
 	closers = append(closers, errR, errW)
-	null, err := os.Open(os.DevNull)
+	null, err := stdinNull.get()
 	if err != nil {
 		closeAll()
 		return nil, nil, nil, protocol.Fail(protocol.ErrSpawnError, "cannot open %s for stdin: %v; the command never started", os.DevNull, execErrno(err))
 	}
-	closers = append(closers, null)
 	if ctx.Err() != nil { // the last moment at which nothing has happened
 		closeAll()
 		return nil, nil, nil, execNotStarted(ctx)
@@ -350,7 +350,6 @@ func spawnShell(ctx context.Context, cmd *execCmd) (c *shellProc, stdout, stderr
 		Files: []*os.File{null, outW, errW},
 		Sys:   &syscall.SysProcAttr{Setpgid: true},
 	})
-	null.Close()
 	outW.Close()
 	errW.Close()
 	if err != nil {
@@ -359,6 +358,29 @@ func spawnShell(ctx context.Context, cmd *execCmd) (c *shellProc, stdout, stderr
 		return nil, nil, nil, spawnFailure(cmd, err)
 	}
 	return newShellProc(p), outR, errR, nil
+}
+
+// stdinNull is every command's stdin: /dev/null, opened once and kept.
+var stdinNull devNull
+
+// devNull is /dev/null, opened for reading at its first use and kept open;
+// a failed open is tried again at the next use.
+type devNull struct {
+	mu sync.Mutex
+	f  *os.File
+}
+
+func (s *devNull) get() (*os.File, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.f == nil {
+		f, err := os.Open(os.DevNull)
+		if err != nil {
+			return nil, err
+		}
+		s.f = f
+	}
+	return s.f, nil
 }
 
 // spawnFailure classifies a failed spawn. The child's chdir and its exec of

@@ -1,6 +1,9 @@
 package ops
 
-import "errors"
+import (
+	"errors"
+	"os"
+)
 
 // waitsUnreaped: darwin's waitid also returns for a stopped child (Go issue
 // 19314), so the waiter reaps the leader as soon as it exits. Signals to the
@@ -17,3 +20,7 @@ func exitedNow(int) bool { return false }
 // groupHasLiveMember: without /proc, every member kill(2) can see counts as
 // live. launchd reaps orphans, so a zombie does not linger there.
 func groupHasLiveMember(int) bool { return true }
+
+// outputPipe is a pipe for one of a command's output streams (darwin has
+// no pipe2, and os.Pipe sets close-on-exec under the fork lock).
+func outputPipe() (r, w *os.File, err error) { return os.Pipe() }

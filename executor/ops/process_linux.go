@@ -127,3 +127,22 @@ func procStatPgrp(pid string) (state byte, pgrp int, ok bool) {
 	}
 	return f[0][0], pg, true
 }
+
+// outputPipe is a pipe for one of a command's output streams: the read end
+// non-blocking, in the netpoller, the write end a blocking descriptor for
+// the child that the netpoller never sees. (os.Pipe registers both ends
+// with the poller, and the write end is unregistered again when the
+// executor closes its copy after the spawn: four system calls an exec does
+// not need.)
+func outputPipe() (r, w *os.File, err error) {
+	var p [2]int
+	if err := syscall.Pipe2(p[:], syscall.O_CLOEXEC); err != nil {
+		return nil, nil, os.NewSyscallError("pipe2", err)
+	}
+	if err := syscall.SetNonblock(p[0], true); err != nil {
+		syscall.Close(p[0])
+		syscall.Close(p[1])
+		return nil, nil, os.NewSyscallError("fcntl", err)
+	}
+	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
+}
