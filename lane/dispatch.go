@@ -103,8 +103,9 @@ func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instru
 // that one process serves counts its device revocations: while the count
 // has not moved since a connected device's handshake read its row, what a
 // dispatch reads of that row still holds (the owner never changes; being
-// revoked is the one change), and nothing is read. Replicas read the row every time, since another replica
-// may have revoked the device a moment ago.
+// revoked is the one change), and nothing is read. Replicas read the row
+// every time, since another replica may have revoked the device a moment
+// ago.
 func (s *Server) dispatchDevice(ctx context.Context, deviceID string) (store.Device, error) {
 	if now, counted := s.revocationCount(); counted {
 		s.mu.Lock()
