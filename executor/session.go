@@ -12,7 +12,6 @@ import (
 
 	"github.com/coder/websocket"
 
-	"github.com/sema-agent/sema/executor/ops"
 	"github.com/sema-agent/sema/internal/probe"
 	"github.com/sema-agent/sema/internal/wsmsg"
 	"github.com/sema-agent/sema/protocol"
@@ -276,96 +275,6 @@ func (s *session) serve(ctx context.Context) sessionEnd {
 	return end
 }
 
-// shutdown is R15 and §1.6: goodbye, let in-flight work finish within the
-// grace, stop what is left (answered aborted), and give the results a
-// bounded time to be acked. Instructions that arrive meanwhile are failed
-// explicitly (see receive). It reports whether the goodbye was written:
-// only then may the socket be closed with a close handshake.
-func (s *session) shutdown(sctx context.Context) (goodbyeWritten bool) {
-	rt := s.rt
-	s.goodbye.Store(true)
-	// One timer bounds the goodbye's write and the in-flight work: a lane
-	// that does not read the goodbye within the grace would not read the
-	// results either.
-	grace := rt.cfg.Clock.NewTimer(rt.cfg.ShutdownGrace)
-	defer grace.Stop()
-	if !s.sayGoodbye(sctx, grace.C()) {
-		return false
-	}
-	rt.log.Info("goodbye sent; finishing in-flight work", "inflight", len(rt.tab.inflight()), "grace", rt.cfg.ShutdownGrace.String())
-	rt.status.update(func(st *Status) { st.Stopping = true })
-	if !rt.waitUntil(sctx, grace.C(), func() bool { return len(rt.tab.inflight()) == 0 }) && sctx.Err() == nil {
-		rt.log.Warn("in-flight work did not finish within the grace; stopping it", "inflight", len(rt.tab.inflight()))
-		rt.tab.stopAll(errShutdown)
-	}
-	flush := rt.cfg.Clock.NewTimer(rt.cfg.FlushTimeout)
-	defer flush.Stop()
-	if !rt.waitUntil(sctx, flush.C(), func() bool { return rt.out.pending() == 0 }) {
-		rt.log.Warn("some results were not acknowledged before exit", "held", rt.out.pending())
-	}
-	return true
-}
-
-// sayGoodbye hands the goodbye to the writer and waits until its write has
-// returned (§1.6: the goodbye must be on the wire before the socket closes),
-// the socket ends, or deadline fires. It logs why when the goodbye was not
-// written.
-func (s *session) sayGoodbye(sctx context.Context, deadline <-chan time.Time) bool {
-	rt := s.rt
-	graceMs := (rt.cfg.ShutdownGrace + rt.cfg.FlushTimeout).Milliseconds()
-	written := make(chan error, 1)
-	bye := ctrlFrame{f: &protocol.Goodbye{Gen: s.gen, Reason: protocol.GoodbyeShutdown, GraceMs: &graceMs}, written: written}
-	notWritten := func(why string, args ...any) bool {
-		rt.log.Warn("goodbye not sent: "+why+"; the lane sees the socket drop instead", args...)
-		return false
-	}
-	select {
-	case s.ctrl <- bye:
-	case <-sctx.Done():
-		return notWritten("the socket ended first", "err", context.Cause(sctx))
-	case <-deadline:
-		return notWritten("the writer did not take it within the grace", "grace", rt.cfg.ShutdownGrace.String())
-	}
-	wrote := func(err error) bool {
-		if err != nil {
-			return notWritten("its write failed", "err", err)
-		}
-		return true
-	}
-	select {
-	case err := <-written:
-		return wrote(err)
-	case <-sctx.Done():
-		// The writer reports a write that returned before it ends.
-		select {
-		case err := <-written:
-			return wrote(err)
-		default:
-			return notWritten("the socket ended first", "err", context.Cause(sctx))
-		}
-	case <-deadline:
-		return notWritten("its write did not return within the grace (the lane is not reading)", "grace", rt.cfg.ShutdownGrace.String())
-	}
-}
-
-// waitUntil waits until cond holds (rechecked whenever the outbox or the
-// table changes), deadline fires (false) or ctx ends (false).
-func (rt *Runtime) waitUntil(ctx context.Context, deadline <-chan time.Time, cond func() bool) bool {
-	for {
-		ch := rt.out.changed()
-		if cond() {
-			return true
-		}
-		select {
-		case <-ch:
-		case <-deadline:
-			return cond()
-		case <-ctx.Done():
-			return false
-		}
-	}
-}
-
 // readLoop reads frames until the socket ends, dispatching each at once.
 func (s *session) readLoop(ctx context.Context) error {
 	for {
@@ -551,90 +460,5 @@ func (s *session) heartbeatLoop(ctx context.Context) {
 			rt.giveUp(id, "no ack within the give-up time")
 		}
 		rt.status.update(func(st *Status) { st.Inflight = inflight })
-	}
-}
-
-// receive registers a parsed instruction (R1) and starts it, or answers it
-// explicitly when it must not run. It never drops one: the lane crossed its
-// one-way commit before sending it (§5.0).
-func (rt *Runtime) receive(s *session, in *protocol.Instruction) {
-	probe.Mark(probe.ExecReceived)
-	e := rt.tab.add(in.InstructionID, in.Kind)
-	if e == nil {
-		rt.log.Warn("an instruction id arrived twice; the second is ignored and never run", "instructionId", in.InstructionID)
-		return
-	}
-	rt.log.Info("instruction received", "instructionId", in.InstructionID, "kind", in.Kind, "timeoutMs", in.TimeoutMs)
-	switch {
-	case in.Gen != s.gen:
-		rt.tab.answerNow(e, protocol.Fail(protocol.ErrInvalid,
-			"the instruction is stamped with generation %s but this connection is generation %s; it was not run", in.Gen, s.gen))
-	case s.goodbye.Load():
-		rt.tab.answerNow(e, protocol.Fail(protocol.ErrTargetUnavailable,
-			"the executor is shutting down (goodbye sent); this instruction was not started"))
-	case !rt.declared(in.Kind):
-		rt.tab.answerNow(e, protocol.Fail(protocol.ErrNotSupported, "this executor does not declare %s", in.Kind))
-	default:
-		rt.tab.start(e, ops.Request{
-			InstructionID: in.InstructionID,
-			Kind:          in.Kind,
-			Args:          in.Args,
-			Cwd:           in.Cwd,
-			ShellEnv:      in.ShellEnv,
-			Timeout:       time.Duration(in.TimeoutMs) * time.Millisecond,
-			Payload:       e.payload,
-		})
-	}
-}
-
-// receiveInvalid answers an instruction whose kind, args or cwd cannot be
-// run as sent, with the failure the decoder named.
-func (rt *Runtime) receiveInvalid(s *session, ie *protocol.InstructionError) {
-	e := rt.tab.add(ie.InstructionID, "")
-	if e == nil {
-		return
-	}
-	rt.log.Warn("instruction refused as sent", "instructionId", ie.InstructionID, "kind", ie.Kind, "code", ie.Code)
-	rt.tab.answerNow(e, ie.Failure())
-}
-
-// receiveCancel handles cancel (R11). A cancel for an id this process never
-// received answers not_started: the work never began here.
-func (rt *Runtime) receiveCancel(id string) {
-	if rt.tab.cancel(id) {
-		return
-	}
-	if e := rt.tab.add(id, ""); e != nil {
-		rt.log.Warn("cancel for an instruction this executor never received; answered not_started", "instructionId", id)
-		rt.tab.answerNow(e, protocol.CancelledOutcome{State: protocol.CancelNotStarted})
-	}
-}
-
-func (rt *Runtime) declared(k protocol.InstructionKind) bool {
-	for _, s := range rt.supports {
-		if s == k {
-			return true
-		}
-	}
-	return false
-}
-
-// routePayload hands a payload frame to its write op, in order. It blocks
-// while the op's queue is full (the op writes to disk, which is quick), but
-// never past the op's end or the socket's.
-func (rt *Runtime) routePayload(ctx context.Context, p *protocol.Payload) {
-	e := rt.tab.get(p.InstructionID)
-	if e == nil || e.payload == nil || e.payEnd {
-		rt.log.Warn("dropped a payload frame for no running write", "instructionId", p.InstructionID, "part", p.Part)
-		return
-	}
-	select {
-	case e.payload <- p:
-		if p.Part == protocol.PartCommit {
-			e.payEnd = true
-			close(e.payload) // nothing follows a commit (§3.4)
-		}
-	case <-e.done:
-	case <-ctx.Done():
 	}
 }
