@@ -52,6 +52,9 @@ type Store struct {
 	// identityByKey is prepared because every request of the HTTP API
 	// authenticates with it (SQLite: parsing was ~70 of ~150 µs).
 	identityByKey *sql.Stmt
+	// oneProcess: every write to the database passes through this Store
+	// (ServedByOneProcess).
+	oneProcess bool
 	// keys, when not nil, remembers authenticated API keys (keycache.go).
 	keys *keyCache
 	// revocations counts RevokeDevice calls (DeviceRevocations).
@@ -95,14 +98,17 @@ func New(ctx context.Context, db, reads *sql.DB, d Dialect, fsys embed.FS) (*Sto
 // elsewhere (another process on the same file) would not be seen: a
 // revoked key would work until its next recorded use, up to
 // store.LastUsedAtGranularity later.
-func (s *Store) ServedByOneProcess() { s.keys = newKeyCache() }
+func (s *Store) ServedByOneProcess() {
+	s.oneProcess = true
+	s.keys = newKeyCache()
+}
 
 // DeviceRevocations counts the RevokeDevice calls of a store served by one
 // process (ok false for any other): while the count has not moved, no
 // device row has been revoked, so a row read earlier still says who owns
 // the device and that it is not revoked.
 func (s *Store) DeviceRevocations() (n uint64, ok bool) {
-	return s.revocations.Load(), s.keys != nil
+	return s.revocations.Load(), s.oneProcess
 }
 
 // ForgetAPIKeys drops the API keys a store served by one process remembers,
