@@ -23,8 +23,9 @@ func (s *session) shutdown(sctx context.Context) (goodbyeWritten bool) {
 	if !s.sayGoodbye(sctx, grace.C()) {
 		return false
 	}
-	rt.log.Info("goodbye sent; finishing in-flight work", "inflight", len(rt.tab.inflight()), "grace", rt.cfg.ShutdownGrace.String())
-	rt.status.update(func(st *Status) { st.Stopping = true })
+	inflight := rt.tab.inflight()
+	rt.log.Info("goodbye sent; finishing in-flight work", "inflight", len(inflight), "grace", rt.cfg.ShutdownGrace.String())
+	rt.status.update(func(st *Status) { st.Stopping, st.Inflight = true, inflight })
 	if !rt.waitUntil(sctx, grace.C(), func() bool { return len(rt.tab.inflight()) == 0 }) && sctx.Err() == nil {
 		rt.log.Warn("in-flight work did not finish within the grace; stopping it", "inflight", len(rt.tab.inflight()))
 		rt.tab.stopAll(errShutdown)

@@ -1,6 +1,7 @@
 package executor_test
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -77,7 +78,9 @@ func TestShutdownStopsWorkPastTheGrace(t *testing.T) {
 	// The lane can read the goodbye before the executor sees its write
 	// return: the grace must not fire before then, or the goodbye counts as
 	// unsent and nothing is flushed.
-	h.waitStatus(func(s executorStatus) bool { return s.Stopping })
+	if st := h.waitStatus(func(s executorStatus) bool { return s.Stopping }); !slices.Equal(st.Inflight, []string{id}) {
+		t.Errorf("status while stopping: in flight %v, want [%s]", st.Inflight, id)
+	}
 	h.clock.WaitTimer(h.ctx(), func(d time.Duration) bool { return d == 90*time.Second })
 	h.clock.Advance(90 * time.Second)
 	r, err := h.lane.Ledger.WaitResult(h.ctx(), id)
