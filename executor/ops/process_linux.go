@@ -1,13 +1,13 @@
 package ops
 
 import (
-	"bytes"
 	"os"
-	"strconv"
 	"syscall"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/sema-agent/sema/internal/procstat"
 )
 
 // waitsUnreaped: on Linux the waiter first waits for the leader's exit with
@@ -97,35 +97,12 @@ func groupHasLiveMember(pgid int) bool {
 		if name[0] < '0' || name[0] > '9' {
 			continue
 		}
-		state, pg, ok := procStatPgrp(name)
-		if ok && pg == pgid && state != 'Z' && state != 'X' {
+		st, ok := procstat.Read(name)
+		if ok && st.PGRP == pgid && !st.Zombie() {
 			return true
 		}
 	}
 	return false
-}
-
-// procStatPgrp reads the state and the process group of /proc/<pid>/stat. ok is
-// false when the process is gone or the line cannot be parsed.
-func procStatPgrp(pid string) (state byte, pgrp int, ok bool) {
-	b, err := os.ReadFile("/proc/" + pid + "/stat")
-	if err != nil {
-		return 0, 0, false
-	}
-	// pid (comm) state ppid pgrp ...; comm may hold spaces and parentheses.
-	i := bytes.LastIndexByte(b, ')')
-	if i < 0 {
-		return 0, 0, false
-	}
-	f := bytes.Fields(b[i+1:])
-	if len(f) < 3 || len(f[0]) != 1 {
-		return 0, 0, false
-	}
-	pg, err := strconv.Atoi(string(f[2]))
-	if err != nil {
-		return 0, 0, false
-	}
-	return f[0][0], pg, true
 }
 
 // outputPipe is a pipe for one of a command's output streams: the read end
