@@ -51,7 +51,7 @@ func New(cfg Config) (*Runtime, error) {
 	rt.tab = newTable(rt)
 	rt.cfg.Ops.Prepare()
 	rt.procs = procRegistry{dir: cfg.ProcDir, log: cfg.Logger}
-	rt.status = newStatusFile(cfg.StatusPath, cfg.DeviceID, cfg.Server, rt.epoch, cfg.Clock)
+	rt.status = newStatusFile(cfg.StatusPath, cfg.DeviceID, cfg.Server, rt.epoch, cfg.Clock, cfg.Ops.Sandbox)
 	return rt, nil
 }
 

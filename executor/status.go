@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/sema-agent/sema/executor/sandbox"
 	"github.com/sema-agent/sema/internal/atomicfile"
 )
 
@@ -28,6 +29,8 @@ type Status struct {
 	// Stopping: the goodbye is on the wire and in-flight work is being
 	// finished within the grace; nothing new is taken (R15).
 	Stopping bool `json:"stopping,omitempty"`
+	// Sandbox is what confines the commands; nil when serve runs none.
+	Sandbox *sandbox.Summary `json:"sandbox,omitempty"`
 }
 
 type statusFile struct {
@@ -38,10 +41,15 @@ type statusFile struct {
 	s  Status
 }
 
-func newStatusFile(path, deviceID, server, epoch string, clock Clock) *statusFile {
-	return &statusFile{path: path, clock: clock, s: Status{
+func newStatusFile(path, deviceID, server, epoch string, clock Clock, sb *sandbox.Sandbox) *statusFile {
+	f := &statusFile{path: path, clock: clock, s: Status{
 		PID: os.Getpid(), DeviceID: deviceID, Server: server, Epoch: epoch, Since: clock.Now().UTC(), Inflight: []string{},
 	}}
+	if sb != nil {
+		sum := sb.Policy().Summary()
+		f.s.Sandbox = &sum
+	}
+	return f
 }
 
 // update applies f and rewrites the file. A write failure is not fatal:

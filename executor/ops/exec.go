@@ -20,13 +20,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/sema-agent/sema/executor/sandbox"
 	"github.com/sema-agent/sema/internal/probe"
 	"github.com/sema-agent/sema/protocol"
 )
 
 // Exec runs an exec or execStream instruction: Shell -c command, in its own
-// process group, in req.Cwd (or env.WorkspaceRoot), with req.ShellEnv merged
-// over the executor's environment and stdin on /dev/null.
+// process group, under env.Sandbox, in req.Cwd (or env.WorkspaceRoot), with
+// req.ShellEnv merged over the executor's environment (less its own SEMA_
+// variables) and stdin on /dev/null.
 //
 // stdout and stderr go to sink as chunks of 1..MaxChunkBytes bytes, each
 // stream in order, coalesced for up to a few milliseconds; at most
@@ -36,8 +38,9 @@ import (
 // when a signal killed the shell.
 //
 // After the shell exits, whatever is left of its process group (a
-// background job) is killed like a cancelled command: nothing the
-// instruction started may outlive it (§8).
+// background job), and under a sandbox that follows trees whatever left the
+// group, is killed like a cancelled command: nothing the instruction
+// started may outlive it (§8).
 //
 // A timeout (req.Timeout), a cancel (ctx cancelled with cause ErrCancelled)
 // or any other end of ctx kills the whole group: SIGTERM, env.KillGrace,
@@ -68,6 +71,7 @@ func Exec(ctx context.Context, env *Env, req Request, sink Sink) protocol.Outcom
 		return out
 	}
 	probe.Mark(probe.ExecSpawned)
+	defer c.tree.Close()
 	if req.Spawned != nil {
 		req.Spawned(c.pgid)
 	}
@@ -177,6 +181,7 @@ type execCmd struct {
 	argv      []string // shell -c command
 	dir       string   // working directory
 	env       []string // the command's environment
+	sandbox   *sandbox.Sandbox
 	outputCap int64
 	killGrace time.Duration
 }
@@ -195,7 +200,7 @@ func prepareExec(env *Env, req Request) (*execCmd, *protocol.Failure) {
 	if strings.IndexByte(args.Command, 0) >= 0 {
 		return fail(protocol.ErrInvalid, "the command contains a NUL byte, which no shell can receive")
 	}
-	cenv, err := commandEnv(req.ShellEnv)
+	cenv, err := commandEnv(env.Sandbox, req.ShellEnv)
 	if err != nil {
 		return fail(protocol.ErrInvalid, "%v", err)
 	}
@@ -234,6 +239,7 @@ func prepareExec(env *Env, req Request) (*execCmd, *protocol.Failure) {
 		argv:      []string{shell, "-c", args.Command},
 		dir:       dir,
 		env:       cenv,
+		sandbox:   env.Sandbox,
 		outputCap: env.OutputCap,
 		killGrace: env.KillGrace,
 	}
@@ -246,10 +252,13 @@ func prepareExec(env *Env, req Request) (*execCmd, *protocol.Failure) {
 	return cmd, nil
 }
 
-// commandEnv is os.Environ with extra merged over it: a variable named in
-// extra replaces the executor's, the others are appended in name order.
-func commandEnv(extra map[string]string) ([]string, error) {
-	base := os.Environ()
+// commandEnv is the executor's environment less its own SEMA_ variables
+// (the API key among them: a command never sees them), with TMPDIR set to
+// the sandbox's temporary directory, and extra merged over it: a variable
+// named in extra replaces the executor's, the others are appended in name
+// order.
+func commandEnv(sb *sandbox.Sandbox, extra map[string]string) ([]string, error) {
+	base := sandbox.CommandEnv(sb, os.Environ())
 	if len(extra) == 0 {
 		return base, nil
 	}
@@ -344,7 +353,7 @@ func spawnShell(ctx context.Context, cmd *execCmd) (c *shellProc, stdout, stderr
 		closeAll()
 		return nil, nil, nil, execNotStarted(ctx)
 	}
-	p, err := os.StartProcess(cmd.shell, cmd.argv, &os.ProcAttr{
+	p, tree, err := cmd.sandbox.Launch(cmd.shell, cmd.argv, &os.ProcAttr{
 		Dir:   cmd.dir,
 		Env:   cmd.env,
 		Files: []*os.File{null, outW, errW},
@@ -357,7 +366,7 @@ func spawnShell(ctx context.Context, cmd *execCmd) (c *shellProc, stdout, stderr
 		errR.Close()
 		return nil, nil, nil, spawnFailure(cmd, err)
 	}
-	return newShellProc(p), outR, errR, nil
+	return newShellProc(p, tree), outR, errR, nil
 }
 
 // stdinNull is every command's stdin: /dev/null, opened once and kept.
@@ -387,6 +396,9 @@ func (s *devNull) get() (*os.File, error) {
 // the shell fail with the same errno values, so the cwd is checked again to
 // tell them apart.
 func spawnFailure(cmd *execCmd, err error) protocol.Failure {
+	if se, ok := errors.AsType[*sandbox.EnterError](err); ok {
+		return protocol.Fail(protocol.ErrSpawnError, "%v; the command never started", se)
+	}
 	errno := execErrno(err)
 	switch errno {
 	case syscall.ENOENT, syscall.EACCES, syscall.ENOTDIR, syscall.ELOOP, syscall.ENAMETOOLONG:

@@ -251,21 +251,37 @@ func TestExecExitCodes(t *testing.T) {
 }
 
 func TestExecShellEnv(t *testing.T) {
-	t.Setenv("SEMA_EXEC_BASE", "base")
-	t.Setenv("SEMA_EXEC_OVER", "old")
-	os.Unsetenv("SEMA_EXEC_ADDED")
-	req := cmdReq(`printf '%s|%s|%s|' "$SEMA_EXEC_BASE" "$SEMA_EXEC_OVER" "$SEMA_EXEC_ADDED"; env | grep -c '^SEMA_EXEC_OVER='`)
-	req.ShellEnv = map[string]string{"SEMA_EXEC_OVER": "new", "SEMA_EXEC_ADDED": "added value"}
+	t.Setenv("EXEC_TEST_BASE", "base")
+	t.Setenv("EXEC_TEST_OVER", "old")
+	os.Unsetenv("EXEC_TEST_ADDED")
+	req := cmdReq(`printf '%s|%s|%s|' "$EXEC_TEST_BASE" "$EXEC_TEST_OVER" "$EXEC_TEST_ADDED"; env | grep -c '^EXEC_TEST_OVER='`)
+	req.ShellEnv = map[string]string{"EXEC_TEST_OVER": "new", "EXEC_TEST_ADDED": "added value"}
 	s := newTestSink(t)
 	wantExec(t, run(t, context.Background(), testEnv(t), req, s), 0)
 	if got, want := s.stdout(), "base|new|added value|1\n"; got != want {
 		t.Errorf("stdout %q, want %q", got, want)
 	}
-	if v, ok := os.LookupEnv("SEMA_EXEC_ADDED"); ok {
-		t.Errorf("shellEnv leaked into the executor: SEMA_EXEC_ADDED=%q", v)
+	if v, ok := os.LookupEnv("EXEC_TEST_ADDED"); ok {
+		t.Errorf("shellEnv leaked into the executor: EXEC_TEST_ADDED=%q", v)
 	}
-	if v := os.Getenv("SEMA_EXEC_OVER"); v != "old" {
-		t.Errorf("shellEnv changed the executor's SEMA_EXEC_OVER to %q", v)
+	if v := os.Getenv("EXEC_TEST_OVER"); v != "old" {
+		t.Errorf("shellEnv changed the executor's EXEC_TEST_OVER to %q", v)
+	}
+}
+
+// A command gets the executor's environment less every SEMA_ variable: the
+// API key and the state dir never reach it, in any mode; shellEnv still
+// reaches it whatever its names.
+func TestExecNeverPassesTheExecutorsOwnVariables(t *testing.T) {
+	t.Setenv("SEMA_API_KEY", "sk_secret")
+	t.Setenv("SEMA_STATE_DIR", "/secret/state")
+	t.Setenv("EXEC_TEST_KEPT", "kept")
+	req := cmdReq(`env | grep -c '^SEMA_'; printf '%s|%s\n' "$EXEC_TEST_KEPT" "$SEMA_FROM_SHELLENV"`)
+	req.ShellEnv = map[string]string{"SEMA_FROM_SHELLENV": "given"}
+	s := newTestSink(t)
+	wantExec(t, run(t, context.Background(), testEnv(t), req, s), 0)
+	if got, want := s.stdout(), "1\nkept|given\n"; got != want {
+		t.Errorf("stdout %q, want %q (only shellEnv's SEMA_ variable)", got, want)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sema-agent/sema/executor/sandbox"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -69,6 +70,9 @@ type Env struct {
 	// TempDir is where createTempDir and createTempFile create; "" means
 	// os.TempDir() at the time of the op.
 	TempDir string
+	// Sandbox confines every command and follows its process tree; nil
+	// runs commands unconfined, followed by their process group alone.
+	Sandbox *sandbox.Sandbox
 
 	// prepared is the containment resolved by Prepare; nil: each op
 	// resolves it.

@@ -7,6 +7,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/sema-agent/sema/executor/sandbox"
 )
 
 // killWait bounds how long a process group may take to die after SIGKILL
@@ -17,7 +19,8 @@ const killWait = 5 * time.Second
 
 // shellProc is a started command: the shell, leader of its own process group
 // (Setpgid, so its pgid is its pid), and everything it started that did not
-// leave the group.
+// leave the group. Under a sandbox that follows process trees (Linux), it is
+// also everything the shell started that did leave the group (tree).
 //
 // One goroutine, started by startWaiter, owns waiting on the leader. On Linux
 // it first waits without reaping (waitid WNOWAIT): until the leader is
@@ -27,6 +30,7 @@ const killWait = 5 * time.Second
 type shellProc struct {
 	proc *os.Process
 	pgid int
+	tree *sandbox.Tree // nil when only the group can be followed
 
 	exited chan struct{} // closed once the leader has exited
 	reap   chan struct{} // closed (once) to let the waiter reap the leader
@@ -37,10 +41,11 @@ type shellProc struct {
 	err         error
 }
 
-func newShellProc(p *os.Process) *shellProc {
+func newShellProc(p *os.Process, tree *sandbox.Tree) *shellProc {
 	return &shellProc{
 		proc:   p,
 		pgid:   p.Pid,
+		tree:   tree,
 		exited: make(chan struct{}),
 		reap:   make(chan struct{}),
 		reaped: make(chan struct{}),
@@ -93,37 +98,62 @@ type groupStop struct {
 	killed bool // SIGTERM was not enough: the group was sent SIGKILL
 }
 
-// stop ends the whole process group: SIGTERM (and SIGCONT, so a stopped
-// member runs to receive it), up to grace for every member to go, then
-// SIGKILL, then up to killWait. It is used both to kill a running command
+// stop ends the whole process group, and the whole tree when it is
+// followed: SIGTERM (and SIGCONT, so a stopped member runs to receive it),
+// up to grace for every member to go, then SIGKILL, then up to killWait. It is used both to kill a running command
 // and, after the shell has exited on its own, to kill what it left behind
 // in its group. When the leader has not exited even after SIGKILL, stop
 // releases it to the waiter (which reaps it whenever it dies) and reports
 // it not dead.
 func (c *shellProc) stop(grace time.Duration) groupStop {
 	deadline := time.Now().Add(grace)
-	signalGroup(c.pgid, syscall.SIGTERM)
-	signalGroup(c.pgid, syscall.SIGCONT)
+	c.signal(syscall.SIGTERM)
+	c.signal(syscall.SIGCONT)
 	if waitChanClosed(c.exited, grace) {
 		c.reapNow()
-		if waitGroupGone(c.pgid, deadline) {
+		if c.waitGone(deadline) {
 			return groupStop{dead: true}
 		}
 	}
-	// The group is not empty here, so its pgid is still pinned by a member.
-	signalGroup(c.pgid, syscall.SIGKILL)
+	// The group or the tree is not empty here; the group's pgid is pinned
+	// by a member, the tree's processes by the domain they cannot leave.
+	c.signal(syscall.SIGKILL)
 	deadline = time.Now().Add(killWait)
 	if !waitChanClosed(c.exited, killWait) {
 		c.release()
 		return groupStop{killed: true}
 	}
 	c.reapNow()
-	return groupStop{dead: waitGroupGone(c.pgid, deadline), killed: true}
+	return groupStop{dead: c.waitGone(deadline), killed: true}
+}
+
+// signal sends sig to the group and to the tree.
+func (c *shellProc) signal(sig syscall.Signal) {
+	signalGroup(c.pgid, sig)
+	c.tree.Signal(sig)
+}
+
+// waitGone polls until neither the group nor the tree has a live member or
+// the deadline passes, and reports which. Polling is the only way: there is
+// no wait for processes that are not our children.
+func (c *shellProc) waitGone(deadline time.Time) bool {
+	delay := 500 * time.Microsecond
+	for {
+		if groupGone(c.pgid) && c.tree.Empty() {
+			return true
+		}
+		left := time.Until(deadline)
+		if left <= 0 {
+			return false
+		}
+		time.Sleep(min(delay, left))
+		delay = min(2*delay, 25*time.Millisecond)
+	}
 }
 
 // signalGroup sends sig to every member of the process group pgid. Errors
 // are ignored: ESRCH means nobody is left, and whether anyone survives is
-// established by waitGroupGone, not by kill's answer.
+// established by waitGone, not by kill's answer.
 func signalGroup(pgid int, sig syscall.Signal) {
 	if pgid <= 1 {
 		return // never signal our own group, init's, or every process
@@ -148,24 +178,6 @@ func waitChanClosed(ch <-chan struct{}, d time.Duration) bool {
 		return true
 	case <-t.C:
 		return false
-	}
-}
-
-// waitGroupGone polls until no live member of the group pgid remains or the
-// deadline passes, and reports which. Polling is the only way: there is no
-// wait for a process group whose members are not our children.
-func waitGroupGone(pgid int, deadline time.Time) bool {
-	delay := 500 * time.Microsecond
-	for {
-		if groupGone(pgid) {
-			return true
-		}
-		left := time.Until(deadline)
-		if left <= 0 {
-			return false
-		}
-		time.Sleep(min(delay, left))
-		delay = min(2*delay, 25*time.Millisecond)
 	}
 }
 

@@ -176,8 +176,9 @@ func TestRunStdin(t *testing.T) {
 	if code := run.wait(t); code != cli.ExitCancelled || strings.Contains(run.stderr.String(), "warning") {
 		t.Fatalf("Ctrl-C: exit %d: %s", code, run.stderr)
 	}
-	// Every stdin file is gone from the device's temp dir.
-	out, errOut, code := s.sema(t, nil, "run", "--", `ls -A "$TMPDIR"/sema-$(id -u)/tmp`)
+	// Every stdin file is gone from the device's temp dir, the sandboxed
+	// command's TMPDIR.
+	out, errOut, code := s.sema(t, nil, "run", "--", `ls -A "$TMPDIR"`)
 	if code != 0 || strings.Contains(out, "sema-stdin-") {
 		t.Errorf("the device's temp dir: exit %d: %q %s", code, out, errOut)
 	}

@@ -269,8 +269,8 @@ func TestServerSIGTERMDrains(t *testing.T) {
 // reports that work outcome_unknown and never runs it again.
 func TestRestartNewEpochOutcomeUnknown(t *testing.T) {
 	s := startServer(t, t.TempDir())
-	stateDir, id, serve := enrollAndServe(t, s, t.TempDir())
-	dir := t.TempDir()
+	dir := t.TempDir() // outside the workspace: the command needs it writable
+	stateDir, id, serve := enrollAndServe(t, s, t.TempDir(), "--allow-path", dir)
 	gate, marker := filepath.Join(dir, "gate"), filepath.Join(dir, "runs")
 	t.Cleanup(func() { os.WriteFile(gate, nil, 0o600) }) // the orphaned command ends
 	// A SIGKILLed executor cannot kill its command: the command itself also

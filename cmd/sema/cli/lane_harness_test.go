@@ -170,6 +170,15 @@ func parseExposition(t *testing.T, text string) map[string]float64 {
 // device is online.
 func enrollAndServe(t *testing.T, s *laneServer, ws string, serveFlags ...string) (stateDir, deviceID string, serve *proc) {
 	t.Helper()
+	stateDir, deviceID = enroll(t, s, ws)
+	serve = startServe(t, stateDir, serveFlags...)
+	waitFor(t, "the device to come online", func() bool { return s.online(t, deviceID) })
+	return stateDir, deviceID, serve
+}
+
+// enroll issues a token and runs the enroll line `sema token` printed.
+func enroll(t *testing.T, s *laneServer, ws string) (stateDir, deviceID string) {
+	t.Helper()
 	line, errOut, code := s.sema(t, nil, "token", "--workspace", ws)
 	if code != 0 {
 		t.Fatalf("token: exit %d: %s", code, errOut)
@@ -188,8 +197,5 @@ func enrollAndServe(t *testing.T, s *laneServer, ws string, serveFlags ...string
 	if code != 0 {
 		t.Fatalf("%s: exit %d: %s", line, code, errOut)
 	}
-	deviceID = strings.TrimSpace(out)
-	serve = startServe(t, stateDir, serveFlags...)
-	waitFor(t, "the device to come online", func() bool { return s.online(t, deviceID) })
-	return stateDir, deviceID, serve
+	return stateDir, strings.TrimSpace(out)
 }

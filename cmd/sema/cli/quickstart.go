@@ -21,6 +21,7 @@ import (
 	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/executor"
+	"github.com/sema-agent/sema/executor/sandbox"
 	"github.com/sema-agent/sema/internal/safetext"
 	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/lane/store/sqlite"
@@ -208,11 +209,15 @@ func (q *quickstart) start(ws string) error {
 		if err := os.Mkdir(q.tempKinds(), 0o700); err != nil {
 			return "", err
 		}
+		env := containment(rec.WorkspaceRoot, q.tempKinds(), nil, stateDir, lock)
+		if env.Sandbox, err = q.sandbox(rec.WorkspaceRoot, stateDir); err != nil {
+			return "", err
+		}
 		tr := http.DefaultTransport.(*http.Transport).Clone()
 		hc := &http.Client{Transport: tr}
 		rt, err := executor.New(executor.Config{
 			DeviceID: rec.DeviceID, Key: key, Server: rec.Server, WorkspaceRoot: rec.WorkspaceRoot,
-			Ops:        containment(rec.WorkspaceRoot, q.tempKinds(), nil, stateDir, lock),
+			Ops:        env,
 			HTTPClient: hc, Logger: q.log, StatusPath: filepath.Join(stateDir, device.StatusFile), ExecutorVersion: version(),
 		})
 		if err != nil {
@@ -442,3 +447,16 @@ func (p *prefixWriter) flush() {
 // tempKinds is the quickstart executor's directory for temporary files
 // made through the lane: one of its allowed roots, removed with the rest.
 func (q *quickstart) tempKinds() string { return filepath.Join(q.tmp, "tmp") }
+
+// sandbox is serve's default sandbox for the demonstration's executor. Where
+// this kernel cannot enforce it, the demonstration says so and runs the
+// commands unconfined, as `sema device serve --sandbox off` would.
+func (q *quickstart) sandbox(workspace, stateDir string) (*sandbox.Sandbox, error) {
+	roots := sandboxRoots{workspace: workspace, tempDir: q.tempKinds(), stateDir: stateDir}
+	sb, err := sandboxFlags{mode: string(sandbox.WorkspaceWrite), network: "on"}.build(roots)
+	if err == nil {
+		return sb, nil
+	}
+	fmt.Fprintf(Stdout, "  ! the default sandbox cannot run here, so commands run unconfined: %s\n", safetext.String(err.Error()))
+	return sandboxFlags{mode: string(sandbox.Off), network: "on"}.build(roots)
+}

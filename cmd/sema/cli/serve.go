@@ -19,19 +19,23 @@ type serveFlags struct {
 	verbose    bool
 	allowPaths []string
 	approve    approveFlags
+	sandbox    sandboxFlags
 }
 
 func newServeCmd() *cobra.Command {
 	var f serveFlags
 	c := &cobra.Command{
-		Use:   "serve [--state-dir DIR] [--allow-path DIR]...",
+		Use:   "serve [--state-dir DIR] [--allow-path DIR]... [--sandbox MODE]",
 		Short: "Hold the lane and run its instructions on this machine until stopped",
 		Long: "serve dials out to the lane (no listening socket, ever), proves the device's identity and\n" +
 			"runs the instructions it is sent. SIGTERM or SIGINT stops it gracefully (exit 0).\n" +
 			"File instructions and a command's working directory are contained to the workspace root,\n" +
 			"the directory for temporary files made through the lane, and each --allow-path; outside\n" +
 			"them they are refused (permission_denied). The state dir is never served, whatever the\n" +
-			"flags. A command itself is a shell and is not contained: gate it with --approve.\n" +
+			"flags. Commands run in a sandbox (--sandbox, default workspace-write): they read everything\n" +
+			"but the state dir and the credential stores (~/.ssh, ~/.aws, ... and each --deny-read),\n" +
+			"write only under the workspace, the temporary directory, each --allow-path and the cache\n" +
+			"dir, never see serve's SEMA_ variables, and nothing they start outlives their instruction.\n" +
 			"Exit codes: 3 revoked (key deleted: enroll again), 4 superseded by another executor,\n" +
 			"5 upgrade needed, 6 another serve of this device is already running, 1 other errors.",
 		Args: cobra.NoArgs,
@@ -41,6 +45,7 @@ func newServeCmd() *cobra.Command {
 	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log more")
 	c.Flags().StringArrayVar(&f.allowPaths, "allow-path", nil, "also serve this directory to file instructions (repeatable; / serves the whole filesystem)")
 	f.approve.register(c)
+	f.sandbox.register(c)
 	return c
 }
 
@@ -89,6 +94,10 @@ func runServe(c *cobra.Command, f serveFlags) error {
 	}
 	env := containment(rec.WorkspaceRoot, tmp, allow, dir, lock)
 	logContainment(log, env)
+	if env.Sandbox, err = f.sandbox.build(sandboxRoots{workspace: rec.WorkspaceRoot, tempDir: tmp, stateDir: dir, allowPaths: allow}); err != nil {
+		return err
+	}
+	logSandbox(log, env.Sandbox)
 	gate, stopGate, err := f.approve.start(rec.WorkspaceRoot, log)
 	if err != nil {
 		return err

@@ -104,7 +104,8 @@ func TestServeWithTheSimulator(t *testing.T) {
 
 	l := fakelane.New(t, "")
 	stateDir, _ := enrolledDevice(t, l)
-	p := startServe(t, stateDir, "--approve", "unix:"+sock)
+	markerDir := t.TempDir() // outside the workspace: the commands need it writable
+	p := startServe(t, stateDir, "--approve", "unix:"+sock, "--allow-path", markerDir)
 	conn, err := l.Next(c)
 	if err != nil {
 		t.Fatalf("%v; stderr:\n%s", err, p.stderr)
@@ -115,7 +116,7 @@ func TestServeWithTheSimulator(t *testing.T) {
 	conn.AutoAck(true)
 	sim.out.waitFor(c, t, "host connected")
 
-	marker := filepath.Join(t.TempDir(), "ran")
+	marker := filepath.Join(markerDir, "ran")
 	run := func(cmd string) string {
 		id := ids.New(ids.Instruction)
 		conn.Send(&protocol.Instruction{Gen: 5, InstructionID: id, RootSessionID: "s", Kind: protocol.KindExec,

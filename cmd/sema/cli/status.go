@@ -14,6 +14,7 @@ import (
 
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/executor"
+	"github.com/sema-agent/sema/executor/sandbox"
 	"github.com/sema-agent/sema/internal/safetext"
 )
 
@@ -119,6 +120,7 @@ func printStatus(ds deviceStatus) {
 		}
 		line("in flight", inflight)
 		line("epoch", st.Epoch)
+		sandboxLines(line, st.Sandbox)
 	}
 	if st != nil && st.LastError != "" {
 		line("last error", st.LastError)
@@ -129,6 +131,22 @@ func printStatus(ds deviceStatus) {
 	for _, n := range ds.Notes {
 		line("note", n)
 	}
+}
+
+// sandboxLines says what confines the commands of a running serve.
+func sandboxLines(line func(k, v string), sb *sandbox.Summary) {
+	if sb == nil {
+		return
+	}
+	switch sb.Mode {
+	case sandbox.Off:
+		line("sandbox", "off: commands are unconfined; network "+sb.Network)
+		return
+	default:
+		line("sandbox", string(sb.Mode)+", network "+sb.Network)
+	}
+	line("writable", strings.Join(sb.Writable, ", "))
+	line("hidden", strings.Join(sb.Hidden, ", "))
 }
 
 func statusSummary(ds deviceStatus) string {

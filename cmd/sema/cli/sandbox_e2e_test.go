@@ -1,0 +1,211 @@
+//go:build linux
+
+package cli_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sema-agent/sema/device"
+	"github.com/sema-agent/sema/mcp"
+)
+
+// The sandbox through the real binaries: `sema device serve` started as a
+// user would, with SEMA_API_KEY in its environment and a home of its own,
+// commands sent by `sema run` and by MCP run_command.
+
+// sandboxedDevice is an enrolled device whose serve runs with a home that
+// holds a credential store, and the paths the rules are about.
+type sandboxedDevice struct {
+	s                                 *laneServer
+	id, state, ws, home, allow, outer string
+	serve                             *proc
+}
+
+const sandboxTestKey = "sk_sandbox_test_secret"
+
+func startSandboxed(t *testing.T, flags ...string) *sandboxedDevice {
+	t.Helper()
+	d := &sandboxedDevice{s: startServer(t, t.TempDir()), ws: t.TempDir(), home: t.TempDir(), allow: t.TempDir(), outer: t.TempDir()}
+	for _, dir := range []string{".ssh", ".cache"} {
+		if err := os.Mkdir(filepath.Join(d.home, dir), 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(d.home, ".ssh", "id_ed25519"), []byte("SSH-PRIVATE"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d.state, d.id = enroll(t, d.s, d.ws)
+	env := []string{"TMPDIR=" + t.TempDir(), "HOME=" + d.home, "XDG_CONFIG_HOME=", "XDG_CACHE_HOME=", "SEMA_API_KEY=" + sandboxTestKey}
+	args := append([]string{"device", "serve", "--state-dir", d.state, "--allow-path", d.allow}, flags...)
+	d.serve = startProc(t, env, nil, args...)
+	waitFor(t, "the device to come online", func() bool {
+		select {
+		case <-d.serve.done:
+			t.Fatalf("serve exited: %v\n%s", d.serve.err, d.serve.stderr)
+		default:
+		}
+		return d.s.online(t, d.id)
+	})
+	return d
+}
+
+// run runs script through `sema run` and returns its stdout, stderr and exit code.
+func (d *sandboxedDevice) run(t *testing.T, script string) (string, string, int) {
+	t.Helper()
+	return d.s.sema(t, nil, "run", "--device", d.id, "--", script)
+}
+
+func (d *sandboxedDevice) key(t *testing.T) string {
+	b, err := os.ReadFile(filepath.Join(d.state, device.KeyFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}
+
+func TestSandboxConfinesCommandsByDefault(t *testing.T) {
+	d := startSandboxed(t)
+	key := filepath.Join(d.state, device.KeyFile)
+	refused := []struct{ name, script string }{
+		{"the device key", "cat " + key},
+		{"the device key, from a child", "sh -c 'sh -c \"cat " + key + "\"'"},
+		{"the state dir", "ls " + d.state + "/ >/dev/null && cat " + filepath.Join(d.state, device.RecordFile)},
+		{"a credential store", "cat " + filepath.Join(d.home, ".ssh", "id_ed25519")},
+		{"a write outside every root", "echo x > " + filepath.Join(d.outer, "f")},
+		{"a write outside every root, from a child", "sh -c 'echo x > " + filepath.Join(d.outer, "g") + "'"},
+		{"a write into the state dir", "echo x > " + filepath.Join(d.state, "x")},
+		{"the executor's environment", "cat /proc/$PPID/environ"},
+		{"a signal to the executor", "kill -0 $PPID"},
+	}
+	for _, c := range refused {
+		out, errOut, code := d.run(t, c.script)
+		if code == 0 || strings.Contains(out, d.key(t)) || strings.Contains(out+errOut, sandboxTestKey) || strings.Contains(out, "SSH-PRIVATE") {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q: want it refused", c.name, code, out, errOut)
+		}
+		if !strings.Contains(errOut, "Permission denied") && !strings.Contains(errOut, "Operation not permitted") {
+			t.Errorf("%s: refused without the kernel's own error: %q", c.name, errOut)
+		}
+	}
+	for _, dir := range []string{d.outer} {
+		if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+			t.Errorf("a refused write left %v in %s", entries, dir)
+		}
+	}
+	allowed := []struct{ name, script string }{
+		{"the workspace", "echo x > " + filepath.Join(d.ws, "f") + " && mkdir -p " + filepath.Join(d.ws, "a/b") + " && mv " + filepath.Join(d.ws, "f") + " " + filepath.Join(d.ws, "a/b/f")},
+		{"an --allow-path", "echo x > " + filepath.Join(d.allow, "f")},
+		{"the cache dir", "echo x > " + filepath.Join(d.home, ".cache", "f")},
+		{"TMPDIR", `echo x > "$TMPDIR/f" && rm "$TMPDIR/f"`},
+		{"/etc", "cat /etc/passwd > /dev/null"},
+		{"the home's other files", "ls " + d.home + " > /dev/null"},
+		{"a pipe and /dev/null", "echo hi | cat > /dev/null"},
+	}
+	for _, c := range allowed {
+		if out, errOut, code := d.run(t, c.script); code != 0 {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q: want it allowed", c.name, code, out, errOut)
+		}
+	}
+	if out, _, code := d.run(t, "env | grep -c '^SEMA_'"); strings.TrimSpace(out) != "0" {
+		t.Errorf("SEMA_ variables reach the command: %q (exit %d)", out, code)
+	}
+	out, _, _ := d.s.sema(t, nil, "device", "status", "--state-dir", d.state)
+	if !strings.Contains(out, "sandbox    workspace-write, network on") || !strings.Contains(out, d.state) {
+		t.Errorf("device status does not say the sandbox:\n%s", out)
+	}
+	if !strings.Contains(d.serve.stderr.String(), "msg=sandbox mode=workspace-write") {
+		t.Errorf("the start line does not say the sandbox:\n%s", d.serve.stderr)
+	}
+}
+
+// Nothing a command starts outlives its instruction: a setsid sleeper and
+// a double-forked daemon are gone within a second of the instruction's end,
+// in the default mode and in off.
+func TestSandboxNothingOutlivesItsInstruction(t *testing.T) {
+	for _, mode := range []string{"workspace-write", "off"} {
+		t.Run(mode, func(t *testing.T) {
+			d := startSandboxed(t, "--sandbox", mode)
+			scripts := map[string]string{
+				"setsid":      `setsid sleep 300 </dev/null >/dev/null 2>&1 & echo $!`,
+				"double fork": `(setsid sh -c 'sleep 300 </dev/null >/dev/null 2>&1 & echo $!' &); sleep 0.2`,
+			}
+			for name, script := range scripts {
+				out, errOut, code := d.run(t, script)
+				pid, err := strconv.Atoi(strings.TrimSpace(out))
+				if code != 0 || err != nil {
+					t.Fatalf("%s: exit %d %q %q", name, code, out, errOut)
+				}
+				deadline := time.Now().Add(time.Second)
+				for alive(pid) && time.Now().Before(deadline) {
+					time.Sleep(10 * time.Millisecond)
+				}
+				if alive(pid) {
+					t.Errorf("%s: pid %d outlived its instruction by a second", name, pid)
+				}
+			}
+		})
+	}
+}
+
+func TestSandboxReadOnlyRefusesWorkspaceWrites(t *testing.T) {
+	d := startSandboxed(t, "--sandbox", "read-only")
+	if out, errOut, code := d.run(t, "echo x > "+filepath.Join(d.ws, "f")); code == 0 || !strings.Contains(errOut, "Permission denied") {
+		t.Errorf("a workspace write in read-only: exit %d %q %q", code, out, errOut)
+	}
+	if _, errOut, code := d.run(t, `echo x > "$TMPDIR/f" && cat `+filepath.Join(d.ws, "..", filepath.Base(d.ws))+"/ -la >/dev/null 2>&1; ls "+d.ws); code != 0 {
+		t.Errorf("TMPDIR and reads in read-only: exit %d %q", code, errOut)
+	}
+}
+
+// --sandbox off behaves as before, the key and the reaping aside: the
+// command reads what the user can, and serve says so at start.
+func TestSandboxOffIsUnconfinedButSaysSo(t *testing.T) {
+	d := startSandboxed(t, "--sandbox", "off")
+	out, errOut, code := d.run(t, "cat "+filepath.Join(d.state, device.KeyFile)+" && echo x > "+filepath.Join(d.outer, "f"))
+	if code != 0 || out != d.key(t) {
+		t.Errorf("off: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if _, err := os.Stat(filepath.Join(d.outer, "f")); err != nil {
+		t.Errorf("off: a write outside every root did not land: %v", err)
+	}
+	if out, _, _ := d.run(t, "env | grep -c '^SEMA_'"); strings.TrimSpace(out) != "0" {
+		t.Errorf("SEMA_ variables reach the command in off: %q", out)
+	}
+	if n := strings.Count(d.serve.stderr.String(), "commands run unconfined"); n != 1 {
+		t.Errorf("serve said %d times that commands are unconfined:\n%s", n, d.serve.stderr)
+	}
+}
+
+// --sandbox-network off refuses a TCP connect to the lane's own port that
+// on allows; unix sockets and the rest are unaffected.
+func TestSandboxNetworkOff(t *testing.T) {
+	connect := fmt.Sprintf("SEMA_API_KEY=sk_wrong %s devices --server ", semaBin)
+	for _, network := range []string{"on", "off"} {
+		t.Run(network, func(t *testing.T) {
+			d := startSandboxed(t, "--sandbox-network", network)
+			_, errOut, _ := d.run(t, connect+d.s.url)
+			refused := strings.Contains(errOut, "socket: permission denied")
+			if refused != (network == "off") {
+				t.Errorf("network %s: a connect to the lane said %q", network, errOut)
+			}
+		})
+	}
+}
+
+// The same rules through MCP run_command.
+func TestSandboxThroughMCP(t *testing.T) {
+	d := startSandboxed(t)
+	cs, _ := mcpStdio(t, d.s)
+	var r mcp.RunResult
+	callTool(t, cs, "run_command", map[string]any{"command": "cat " + filepath.Join(d.state, device.KeyFile) + "; cat " +
+		filepath.Join(d.home, ".ssh", "id_ed25519") + "; env | grep -c '^SEMA_'; echo x > " + filepath.Join(d.outer, "f")}, &r)
+	if r.ExitCode == 0 || strings.Contains(r.Stdout, d.key(t)) || strings.Contains(r.Stdout, "SSH-PRIVATE") ||
+		strings.TrimSpace(r.Stdout) != "0" || strings.Count(r.Stderr, "Permission denied") != 3 {
+		t.Errorf("run_command: %+v", r)
+	}
+}
