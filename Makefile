@@ -1,7 +1,7 @@
 # The one test command (README "Testing"); .ci/run runs exactly `make test`.
 GO ?= go
 
-.PHONY: test fmt-check vet cross interop-deps race fuzz bench ratios forward fleet stages shutdown-fleet soak
+.PHONY: test fmt-check vet cross interop-deps race fuzz bench ratios forward fleet stages sandbox-cost shutdown-fleet soak
 
 test: fmt-check vet cross interop-deps race
 
@@ -75,6 +75,13 @@ fleet:
 STAGES ?=
 stages:
 	$(GO) run -tags semaprobe ./bench/stages $(STAGES)
+
+# What the command sandbox costs on the user's path: exec true round trips
+# with --sandbox workspace-write beside --sandbox off, and a developer loop
+# inside it. make sandbox-cost SANDBOXCOST="-trips 500 -rounds 4"
+SANDBOXCOST ?=
+sandbox-cost:
+	$(GO) run ./bench/sandboxcost $(SANDBOXCOST)
 
 # 10,000 devices connected from a child process, then Shutdown: every lease
 # released in one statement (lane/shutdown_leases_test.go).

@@ -167,13 +167,18 @@ func (u *UserPath) startLane(name, data string, first bool) (cmd *exec.Cmd, url,
 // startChild starts a long-lived sema child with its stderr (and stdout)
 // in DIR/NAME.log.
 func (u *UserPath) startChild(name string, env []string, args ...string) (*exec.Cmd, string, error) {
+	return u.startChildOf(u.Bin, name, env, args...)
+}
+
+// startChildOf is startChild with another binary.
+func (u *UserPath) startChildOf(bin, name string, env []string, args ...string) (*exec.Cmd, string, error) {
 	logPath := filepath.Join(u.dir, name+".log")
 	log, err := os.Create(logPath)
 	if err != nil {
 		return nil, "", err
 	}
 	defer log.Close()
-	cmd := exec.Command(u.Bin, args...)
+	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	cmd.Env = append(os.Environ(), env...)
 	if err := cmd.Start(); err != nil {
@@ -209,7 +214,19 @@ func (u *UserPath) enrollAndServe(ctx context.Context) error {
 		return fmt.Errorf("sema device enroll: %v: %s", err, errOut.String())
 	}
 	u.DeviceID = strings.TrimSpace(out.String())
-	serve, logPath, err := u.startChild("serve", []string{"TMPDIR=" + filepath.Join(u.dir, "tmp-device")}, "device", "serve", "--state-dir", state)
+	return u.startServe(ctx)
+}
+
+// startServe starts `sema device serve` with flags on the enrolled state
+// dir and waits until the device is online.
+func (u *UserPath) startServe(ctx context.Context, flags ...string) error {
+	return u.startServeWith(ctx, u.Bin, flags...)
+}
+
+// startServeWith is startServe with the serve of the sema binary bin.
+func (u *UserPath) startServeWith(ctx context.Context, bin string, flags ...string) error {
+	args := append([]string{"device", "serve", "--state-dir", filepath.Join(u.dir, "device")}, flags...)
+	serve, logPath, err := u.startChildOf(bin, "serve", []string{"TMPDIR=" + filepath.Join(u.dir, "tmp-device")}, args...)
 	if err != nil {
 		return err
 	}
@@ -223,6 +240,26 @@ func (u *UserPath) enrollAndServe(ctx context.Context) error {
 		time.Sleep(20 * time.Millisecond)
 	}
 	return nil
+}
+
+// RestartServe stops the device's `sema device serve` (SIGTERM, wait) and
+// starts it again with flags, as a user restarting it with other flags.
+func (u *UserPath) RestartServe(ctx context.Context, flags ...string) error {
+	return u.RestartServeWith(ctx, u.Bin, flags...)
+}
+
+// RestartServeWith is RestartServe with the serve of another sema binary
+// (an older build, to compare with).
+func (u *UserPath) RestartServeWith(ctx context.Context, bin string, flags ...string) error {
+	if u.serve != nil {
+		stop(u.serve, 40*time.Second)
+		u.serve = nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for u.online(ctx) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond) // the lane notices the goodbye
+	}
+	return u.startServeWith(ctx, bin, flags...)
 }
 
 // online asks GET /v1/devices, as `sema devices` does.
