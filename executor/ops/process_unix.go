@@ -107,8 +107,7 @@ type groupStop struct {
 // it not dead.
 func (c *shellProc) stop(grace time.Duration) groupStop {
 	deadline := time.Now().Add(grace)
-	c.signal(syscall.SIGTERM)
-	c.signal(syscall.SIGCONT)
+	c.signal(syscall.SIGTERM, syscall.SIGCONT)
 	if waitChanClosed(c.exited, grace) {
 		c.reapNow()
 		if c.waitGone(deadline) {
@@ -127,10 +126,18 @@ func (c *shellProc) stop(grace time.Duration) groupStop {
 	return groupStop{dead: c.waitGone(deadline), killed: true}
 }
 
-// signal sends sig to the group and to the tree.
-func (c *shellProc) signal(sig syscall.Signal) {
-	signalGroup(c.pgid, sig)
-	c.tree.Signal(sig)
+// signal sends each of sigs to the group and to the tree. Once the leader
+// has exited, every live process of the tree outside the group is one of
+// the executor's orphans (sandbox.Tree.Empty), so an empty tree is not
+// signalled at all: the common end of a command costs no signal.
+func (c *shellProc) signal(sigs ...syscall.Signal) {
+	for _, sig := range sigs {
+		signalGroup(c.pgid, sig)
+	}
+	if c.hasExited() && c.tree.Empty() {
+		return
+	}
+	c.tree.Signal(sigs...)
 }
 
 // waitGone polls until neither the group nor the tree has a live member or

@@ -277,13 +277,17 @@ func (t *Tree) onThread(fn func()) {
 	}
 }
 
-// Signal sends sig to every process of the tree: kill(-1) from inside the
-// domain reaches exactly the domain's processes.
-func (t *Tree) Signal(sig syscall.Signal) {
+// Signal sends each of sigs, in order, to every process of the tree:
+// kill(-1) from inside the domain reaches exactly the domain's processes.
+func (t *Tree) Signal(sigs ...syscall.Signal) {
 	if t == nil || !t.tracked {
 		return
 	}
-	t.onThread(func() { _ = unix.Kill(-1, sig) })
+	t.onThread(func() {
+		for _, sig := range sigs {
+			_ = unix.Kill(-1, sig)
+		}
+	})
 }
 
 // Empty reports whether no live process of the tree is left, apart from

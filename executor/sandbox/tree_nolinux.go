@@ -10,7 +10,7 @@ import "syscall"
 type Tree struct{}
 
 // Signal does nothing: the process group is signalled by the caller.
-func (t *Tree) Signal(syscall.Signal) {}
+func (t *Tree) Signal(...syscall.Signal) {}
 
 // Empty reports true: nothing is followed beyond the process group.
 func (t *Tree) Empty() bool { return true }

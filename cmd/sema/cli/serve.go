@@ -43,7 +43,7 @@ func newServeCmd() *cobra.Command {
 	}
 	c.Flags().StringVar(&f.stateDir, "state-dir", "", "where the key and the record live (default $"+device.EnvStateDir+", else the OS config dir + /sema/device)")
 	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "log more")
-	c.Flags().StringArrayVar(&f.allowPaths, "allow-path", nil, "also serve this directory to file instructions (repeatable; / serves the whole filesystem)")
+	c.Flags().StringArrayVar(&f.allowPaths, "allow-path", nil, "also serve this directory to file instructions, and let commands write under it (repeatable; / serves the whole filesystem)")
 	f.approve.register(c)
 	f.sandbox.register(c)
 	return c
