@@ -55,11 +55,12 @@ type Plan struct {
 // Watched is a root or a listed directory the plan depends on: a root by
 // its identity, a listed directory by its entries too.
 type Watched struct {
-	Path   string
-	Dev    uint64
-	Ino    uint64
-	Listed bool      // its entries were listed: MTime must not move either
-	MTime  time.Time // when Listed
+	Path    string
+	Dev     uint64
+	Ino     uint64
+	Missing bool      // it was not there (or not a directory): it must not appear
+	Listed  bool      // its entries were listed: MTime must not move either
+	MTime   time.Time // when Listed
 	// Young: a listed directory's modification time was too recent to
 	// trust, since a change within the filesystem's timestamp granularity
 	// would not move it.
@@ -76,12 +77,12 @@ const youngWithin = 100 * time.Millisecond
 func MakePlan(p Policy, now time.Time) Plan {
 	var pl planner
 	pl.now = now
-	pl.grant("/", ReadAccess, p.Hidden)
+	pl.grant("/", ReadAccess, p.Hidden, true)
 	for _, w := range p.Writable {
-		pl.grant(w, WriteAccess|ReadAccess, p.Hidden)
+		pl.grant(w, WriteAccess|ReadAccess, p.Hidden, true)
 	}
 	for _, d := range p.Devices {
-		pl.grant(d, DeviceAccess, p.Hidden)
+		pl.grant(d, DeviceAccess, p.Hidden, false) // a device node is not replaced
 	}
 	return pl.plan
 }
@@ -91,13 +92,21 @@ type planner struct {
 	plan Plan
 }
 
-// grant adds rules giving access beneath root except under each hidden path.
-func (pl *planner) grant(root string, access Access, hidden []string) {
+// grant adds rules giving access beneath root except under each hidden
+// path; watch: the plan depends on root staying the same directory.
+func (pl *planner) grant(root string, access Access, hidden []string, watch bool) {
 	fi, err := os.Lstat(root)
 	if err != nil || fi.Mode()&fs.ModeSymlink != 0 {
-		return // nothing there to grant (a root is canonical: no symlink)
+		if watch {
+			// Nothing there to grant now (a root is canonical: no
+			// symlink); once there is, the plan is made again.
+			pl.plan.Watched = append(pl.plan.Watched, Watched{Path: root, Missing: true})
+		}
+		return
 	}
-	pl.watch(root, fi, false)
+	if watch {
+		pl.watch(root, fi, false)
+	}
 	pl.cut(root, fi, access, hidden)
 }
 
@@ -154,6 +163,12 @@ func (pl Plan) Stale() bool {
 			return true
 		}
 		fi, err := os.Lstat(w.Path)
+		if w.Missing {
+			if err == nil && fi.Mode()&fs.ModeSymlink == 0 {
+				return true
+			}
+			continue
+		}
 		if err != nil {
 			return true
 		}

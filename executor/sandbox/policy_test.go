@@ -150,3 +150,19 @@ func TestMakePlanCutsAroundHiddenPaths(t *testing.T) {
 		t.Fatal("an entry created in a listed directory does not make the plan stale")
 	}
 }
+
+// A writable root that is missing when the plan is made (a workspace
+// removed, to be made again) makes the plan stale once it appears.
+func TestAMissingRootMakesThePlanStaleWhenItAppears(t *testing.T) {
+	ws := filepath.Join(t.TempDir(), "ws")
+	plan := MakePlan(Policy{Mode: WorkspaceWrite, Writable: []string{ws}}, time.Now().Add(time.Hour))
+	if plan.Stale() {
+		t.Fatal("stale while the root is still missing")
+	}
+	if err := os.Mkdir(ws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if !plan.Stale() {
+		t.Fatal("the root appeared and the plan is not stale")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -307,10 +308,14 @@ func (t *Tree) Empty() bool {
 	if err != nil {
 		return false // never claim empty what cannot be seen
 	}
+	kids = slices.DeleteFunc(kids, func(pid int) bool { return pid == t.proc.Pid })
+	if len(kids) == 0 {
+		return true // the common end: no orphan at all, no question to ask
+	}
 	var inside []int
 	t.onThread(func() {
 		for _, pid := range kids {
-			if pid != t.proc.Pid && unix.Kill(pid, 0) == nil {
+			if unix.Kill(pid, 0) == nil {
 				inside = append(inside, pid)
 			}
 		}
@@ -327,13 +332,14 @@ func (t *Tree) Empty() bool {
 	return empty
 }
 
-// Close lets the domain's thread end. The tree's processes are not touched.
+// Close lets the domain's thread end; it does not wait for it, since the
+// thread has nothing left to do but end (and the runtime ends it with its
+// goroutine). The tree's processes are not touched.
 func (t *Tree) Close() {
 	if t == nil {
 		return
 	}
 	t.closed.Do(func() { close(t.reqs) })
-	<-t.done
 }
 
 // dropBoundingSet empties the calling thread's capability bounding set, so
