@@ -136,6 +136,9 @@ func (op *fileOp) remove(a protocol.DirArgs) protocol.Outcome {
 	if err := unix.Fstatat(e.dfd, e.name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return osFailure("remove", p, err)
 	}
+	if f := op.contain.checkID(p, unixID(&st)); f != nil {
+		return *f
+	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		if err := unix.Unlinkat(e.dfd, e.name, 0); err != nil {
 			return osFailure("remove", p, err)
@@ -152,13 +155,32 @@ func (op *fileOp) remove(a protocol.DirArgs) protocol.Outcome {
 			return osFailure("remove", p, err)
 		}
 	}
+	// The executor's own files may lie in the tree under other names (a
+	// bind mount of the state dir, a hard link to the key): looked for
+	// first, so that such a tree is refused with nothing removed.
+	if own, err := op.findOwn(e.dfd, e.name, p); err != nil || own != nil {
+		switch {
+		case errors.Is(err, errStopped):
+			return op.stopped()
+		case own != nil:
+			f := *op.contain.checkID(own.path, own.id)
+			f.Message += "; nothing was removed"
+			return f
+		}
+		return osFailure("remove", p, err)
+	}
 	var n int
 	err := op.removeTree(e.dfd, e.name, p, &n)
+	var owned *ownInTree
 	switch {
 	case err == nil:
 		return protocol.VoidOutcome{}
 	case errors.Is(err, errStopped):
 		return op.stopped()
+	case errors.As(err, &owned):
+		f := *op.contain.checkID(owned.path, owned.id)
+		f.Message += "; " + strconv.Itoa(n) + " entries were removed before it appeared there, the rest is kept"
+		return f
 	case n > 0:
 		f := osFailure("remove", p, err)
 		f.Message += "; " + strconv.Itoa(n) + " entries were removed before this, the tree is partly removed"
@@ -169,6 +191,55 @@ func (op *fileOp) remove(a protocol.DirArgs) protocol.Outcome {
 
 // errStopped: the op's context was done in the middle of a removal.
 var errStopped = errors.New("stopped")
+
+// ownInTree: one of the executor's own files or directories is in a tree
+// being removed, under another name.
+type ownInTree struct {
+	path string
+	id   fileID
+}
+
+func (e *ownInTree) Error() string { return e.path + " is one of the executor's own files" }
+
+// findOwn walks name in dfd and everything below it, without following
+// symlinks or changing anything, and returns the first entry (named from
+// p) that is one of the executor's own files or directories, nil when none.
+func (op *fileOp) findOwn(dfd int, name, p string) (*ownInTree, error) {
+	if op.ctx.Err() != nil {
+		return nil, errStopped
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(dfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		if err == unix.ENOENT {
+			return nil, nil
+		}
+		return nil, &os.PathError{Op: "stat", Path: p, Err: err}
+	}
+	if id := unixID(&st); op.contain.ids.owner(id) != "" {
+		return &ownInTree{path: p, id: id}, nil
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+		return nil, nil
+	}
+	fd, err := openFD(dfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW, 0)
+	if err != nil {
+		if err == unix.ENOENT {
+			return nil, nil
+		}
+		return nil, &os.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer closeFD(fd)
+	names, err := readNames(fd)
+	if err != nil {
+		return nil, &os.PathError{Op: "list", Path: p, Err: err}
+	}
+	for _, c := range names {
+		if own, err := op.findOwn(fd, c, joinPath(p, c)); err != nil || own != nil {
+			return own, err
+		}
+	}
+	return nil, nil
+}
 
 // removeTree removes name in dfd and everything below it, without following
 // symlinks, counting removed entries in n. p names it for errors.
@@ -182,6 +253,9 @@ func (op *fileOp) removeTree(dfd int, name, p string, n *int) error {
 			return nil
 		}
 		return &os.PathError{Op: "stat", Path: p, Err: err}
+	}
+	if id := unixID(&st); op.contain.ids.owner(id) != "" {
+		return &ownInTree{path: p, id: id} // appeared since findOwn looked
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFDIR {
 		if err := unix.Unlinkat(dfd, name, 0); err != nil && err != unix.ENOENT {

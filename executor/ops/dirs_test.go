@@ -192,7 +192,9 @@ func TestRemoveStoppedMidway(t *testing.T) {
 		for i := range 40 {
 			mustWrite(t, dir+"/tree/sub/f"+strconv.Itoa(i), "", 0o644)
 		}
-		ctx := newCountdownCtx(12, c.cause)
+		// The tree's 42 entries are looked over once for the executor's own
+		// files before anything is removed; the stop comes in the removal.
+		ctx := newCountdownCtx(42+12, c.cause)
 		out, _ := runFileReq(t, ctx, nil, Request{Kind: protocol.KindRemove, Args: dirArgs(dir+"/tree", boolp(true))})
 		c.check(t, out)
 		left := dirNames(t, dir+"/tree/sub")

@@ -18,10 +18,12 @@ import (
 //
 //  1. The executor's own files are never served: the paths in
 //     Env.NeverServe (its state dir: key, record, lock, procs, status; its
-//     machine-wide lock) with everything below them, and this process in
-//     /proc (/proc/self, /proc/<pid>, /proc/<tid> of each of its threads),
-//     where its memory, environment and open descriptors are. This holds
-//     whatever Env.AllowedRoots say, also for "/".
+//     machine-wide lock) with everything below them, under their own names
+//     and by identity under any other (a hard link, a bind mount); and this
+//     process and every process it started in /proc (/proc/self,
+//     /proc/<pid>, /proc/<tid> of each of its threads, /proc/<pid> of each
+//     descendant), where memory, environment and open descriptors are. This
+//     holds whatever Env.AllowedRoots say, also for "/".
 //  2. Everything else must lie inside some allowed root, when roots are set.
 //
 // A refusal is permission_denied that names the path; nothing is ever
@@ -38,15 +40,16 @@ type policy struct {
 	roots []string
 	// never are the canonical paths of the executor's own files.
 	never []string
-	// neverIDs are the identities of the regular files among never, so that
-	// a hard link to one (made by a command: exec is not contained) is
-	// refused as the file itself.
-	neverIDs []fileID
+	// ids are the current identities of the files and directories of
+	// never, so that one reached under another name (a hard link, a bind
+	// mount) is refused as itself; nil for none.
+	ids *ownIDs
 	// pid is this process, whose /proc entries are never served.
 	pid int
-	// ownThread reports whether a number in /proc is a thread of this
-	// process (its /proc/<tid> is the process as well).
-	ownThread func(tid int) bool
+	// ownProcess reports whether a number in /proc is a thread of this
+	// process (its /proc/<tid> is the process as well) or a process it
+	// started.
+	ownProcess func(n int) bool
 }
 
 // fileID is a file's identity: the device and inode numbers.
@@ -72,7 +75,7 @@ func policyOf(env *Env) *policy {
 }
 
 func buildPolicy(env *Env) *policy {
-	p := &policy{pid: os.Getpid(), ownThread: isOwnThread}
+	p := &policy{pid: os.Getpid(), ownProcess: isOwnProcess}
 	if env == nil {
 		return p
 	}
@@ -85,14 +88,11 @@ func buildPolicy(env *Env) *policy {
 		}
 	}
 	for _, n := range env.NeverServe {
-		if !filepath.IsAbs(n) {
-			continue
-		}
-		p.never = append(p.never, canonical(n))
-		if id, ok := regularFileID(n); ok {
-			p.neverIDs = append(p.neverIDs, id)
+		if filepath.IsAbs(n) {
+			p.never = append(p.never, canonical(n))
 		}
 	}
+	p.ids = newOwnIDs(p.never)
 	return p
 }
 
@@ -159,18 +159,7 @@ func (p *policy) ownProc(real string) bool {
 	if err != nil || n <= 0 || strconv.Itoa(n) != name {
 		return false
 	}
-	return n == p.pid || (p.ownThread != nil && p.ownThread(n))
-}
-
-// ownID reports whether id is the identity of one of the executor's own
-// regular files.
-func (p *policy) ownID(id fileID) bool {
-	for _, n := range p.neverIDs {
-		if n == id {
-			return true
-		}
-	}
-	return false
+	return n == p.pid || (p.ownProcess != nil && p.ownProcess(n))
 }
 
 // check refuses real (the real path of path, as the instruction named it)
@@ -196,12 +185,12 @@ func (p *policy) check(path, real string) *protocol.Failure {
 }
 
 // checkID refuses an opened object that is one of the executor's own files
-// under another name (a hard link).
+// or directories under another name (a hard link, a bind mount).
 func (p *policy) checkID(path string, id fileID) *protocol.Failure {
-	if !p.ownID(id) {
+	if p.ids.owner(id) == "" {
 		return nil
 	}
-	f := failf(protocol.ErrPermissionDenied, "%q is a link to one of the executor's own files: it is never served, whatever %s says", path, AllowPathFlag)
+	f := failf(protocol.ErrPermissionDenied, "%q is a link to one of the executor's own files (a hard link, or a bind mount of its directory): it is never served, whatever %s says", path, AllowPathFlag)
 	return &f
 }
 

@@ -2,8 +2,12 @@
 
 package ops
 
-// regularFileID: no identities to compare on this platform.
-func regularFileID(string) (fileID, bool) { return fileID{}, false }
+// ownIDs: no identities to compare on this platform.
+type ownIDs struct{}
 
-// isOwnThread: there is no /proc here.
-func isOwnThread(int) bool { return false }
+func newOwnIDs([]string) *ownIDs { return nil }
+
+func (*ownIDs) owner(fileID) string { return "" }
+
+// isOwnProcess: there is no /proc here.
+func isOwnProcess(int) bool { return false }

@@ -15,8 +15,8 @@ func TestPolicyDecisions(t *testing.T) {
 		roots: []string{"/home/u/ws", "/tmp/sema-1/tmp"},
 		never: []string{"/home/u/.config/sema/device"},
 		pid:   4242,
-		ownThread: func(tid int) bool {
-			return tid == 4243
+		ownProcess: func(n int) bool {
+			return n == 4243 // a thread, or a process it started
 		},
 	}
 	for _, c := range []struct {
