@@ -11,6 +11,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/sema-agent/sema/executor/journal"
 	"github.com/sema-agent/sema/executor/ops"
 	"github.com/sema-agent/sema/internal/clock"
 	"github.com/sema-agent/sema/protocol"
@@ -71,6 +72,13 @@ type Config struct {
 	// Gate, when set, is asked before each op starts and may answer the
 	// instruction instead of running it (gate.go; executor/approve).
 	Gate Gate
+
+	// Journal, when set, gets a record when each op is about to begin and
+	// one when each result is produced (journal_hooks.go); the caller opens
+	// and closes it. JournalDigestCommands records an exec's command as its
+	// digest rather than its text.
+	Journal               *journal.Journal
+	JournalDigestCommands bool
 
 	// Jitter returns a number in [0, 1) for the backoff; default math/rand.
 	Jitter func() float64

@@ -41,6 +41,13 @@ func (rt *Runtime) gatedOp(e *entry, req ops.Request) (out protocol.Outcome) {
 			}
 		}
 	}()
+	defer func() {
+		if started.Load() {
+			e.approval.Store(approvalAllowed)
+		} else {
+			e.approval.Store(approvalRefused)
+		}
+	}()
 	return g.Run(e.ctx, req, func(r ops.Request) protocol.Outcome {
 		if started.Swap(true) {
 			panic("executor: a Gate called run twice")
@@ -48,3 +55,10 @@ func (rt *Runtime) gatedOp(e *entry, req ops.Request) (out protocol.Outcome) {
 		return rt.runOp(e, r)
 	})
 }
+
+// The gate's decision as the journal records it: the op ran, or it did not
+// (denied on the device, the approval expired, no device).
+const (
+	approvalAllowed = "allowed"
+	approvalRefused = "refused"
+)

@@ -47,6 +47,22 @@ type entry struct {
 	// runOp): its record is forgotten after the answer is queued, so the
 	// unlink is not on the instruction's path.
 	deadGroup int
+	// For the journal: the approval decision (allowed, refused; "" with no
+	// gate) and the bytes the op sent, by chunk kind.
+	approval                   atomic.Value // string
+	sentOut, sentErr, sentData atomic.Int64
+}
+
+// count adds n bytes of a chunk of kind to what e's op sent.
+func (e *entry) count(kind protocol.ChunkKind, n int) {
+	switch kind {
+	case protocol.ChunkStdout:
+		e.sentOut.Add(int64(n))
+	case protocol.ChunkStderr:
+		e.sentErr.Add(int64(n))
+	case protocol.ChunkData:
+		e.sentData.Add(int64(n))
+	}
 }
 
 type table struct {
@@ -139,6 +155,7 @@ func (t *table) answer(e *entry, out protocol.Outcome) {
 	}
 	e.stopTimers()
 	out = t.rt.checked(e, out)
+	t.rt.journalEnd(e, out)
 	if _, ok := t.rt.out.putResult(e.id, out); !ok {
 		t.rt.log.Warn("no stream to hold the result; dropped", "instructionId", e.id)
 	}
@@ -166,6 +183,7 @@ func (e *entry) addTimer(arm func() Timer) {
 
 // start runs the op of e in its own goroutine.
 func (t *table) start(e *entry, req ops.Request) {
+	t.rt.journalStart(e, req)
 	e.running.Store(true)
 	t.wg.Add(1)
 	if req.Timeout > 0 {
@@ -332,7 +350,7 @@ func (rt *Runtime) runOp(e *entry, req ops.Request) (out protocol.Outcome) {
 			out = protocol.Fail(protocol.ErrOutcomeUnknown, "the executor failed while running this instruction; whether its effect happened is unknown")
 		}
 	}()
-	sink := &opSink{ctx: e.ctx, out: rt.out, id: e.id}
+	sink := &opSink{ctx: e.ctx, out: rt.out, id: e.id, e: e}
 	switch {
 	case req.Kind.IsExec():
 		pgid := 0
@@ -355,6 +373,7 @@ type opSink struct {
 	ctx context.Context
 	out *outbox
 	id  string
+	e   *entry
 }
 
 func (s *opSink) Data(kind protocol.ChunkKind, p []byte) error {
@@ -364,6 +383,7 @@ func (s *opSink) Data(kind protocol.ChunkKind, p []byte) error {
 	if len(p) == 0 {
 		return nil // never a flood of empty chunks (§4)
 	}
+	s.e.count(kind, len(p))
 	return s.out.putChunk(s.ctx, s.id, kind, p, 0)
 }
 

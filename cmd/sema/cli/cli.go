@@ -127,7 +127,7 @@ func newDeviceCmd() *cobra.Command {
 			return usageError{errors.New("device needs a subcommand: enroll, serve, status, forget or service")}
 		},
 	}
-	c.AddCommand(newEnrollCmd(), newServeCmd(), newStatusCmd(), newForgetCmd(), newServiceCmd())
+	c.AddCommand(newEnrollCmd(), newServeCmd(), newStatusCmd(), newDeviceLogCmd(), newForgetCmd(), newServiceCmd())
 	return c
 }
 

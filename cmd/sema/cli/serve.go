@@ -20,6 +20,7 @@ type serveFlags struct {
 	allowPaths []string
 	approve    approveFlags
 	sandbox    sandboxFlags
+	journal    journalFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -46,6 +47,7 @@ func newServeCmd() *cobra.Command {
 	c.Flags().StringArrayVar(&f.allowPaths, "allow-path", nil, "also serve this directory to file instructions, and let commands write under it (repeatable; / serves the whole filesystem)")
 	f.approve.register(c)
 	f.sandbox.register(c)
+	f.journal.register(c)
 	return c
 }
 
@@ -98,6 +100,11 @@ func runServe(c *cobra.Command, f serveFlags) error {
 		return err
 	}
 	logSandbox(log, env.Sandbox)
+	j, err := f.journal.open(dir, log)
+	if err != nil {
+		return err
+	}
+	defer closeJournal(j, log)
 	gate, stopGate, err := f.approve.start(rec.WorkspaceRoot, log)
 	if err != nil {
 		return err
@@ -113,6 +120,9 @@ func runServe(c *cobra.Command, f serveFlags) error {
 		StatusPath:      filepath.Join(dir, device.StatusFile),
 		ExecutorVersion: version(),
 		Gate:            gate,
+		Journal:         j,
+
+		JournalDigestCommands: f.journal.commands == "digest",
 	})
 	if err != nil {
 		return err
