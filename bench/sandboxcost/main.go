@@ -1,9 +1,10 @@
-// Command sandboxcost measures what the command sandbox costs on the
-// user's path: a real `sema server` and `sema device serve`, the device's
-// serve restarted round after round with --sandbox workspace-write (the
-// default) and --sandbox off, `exec true` round trips through the HTTP API
-// with a keep-alive client under each, side by side; then an ordinary
-// developer loop (git, go build, go test) through `sema run` under each:
+// Command sandboxcost measures what the command sandbox and the device's
+// journal cost on the user's path: a real `sema server` and `sema device
+// serve`, the device's serve restarted round after round with --sandbox
+// workspace-write (the default), --sandbox off and --journal=false, `exec
+// true` round trips through the HTTP API with a keep-alive client under
+// each, side by side; then an ordinary developer loop (git, go build, go
+// test) through `sema run` in and out of the sandbox:
 //
 //	go run ./bench/sandboxcost [-trips 300] [-rounds 4] [-unconfined-bin PATH]
 //
@@ -52,6 +53,7 @@ func run(ctx context.Context, trips, rounds int, unconfined string) error {
 	variants := []bench.ServeVariant{
 		{Name: "--sandbox workspace-write (default)", Flags: []string{"--sandbox", "workspace-write"}},
 		{Name: "--sandbox off", Flags: []string{"--sandbox", "off"}},
+		{Name: "--journal=false (the default sandbox, no journal)", Flags: []string{"--journal=false"}},
 	}
 	if unconfined != "" {
 		variants = append(variants, bench.ServeVariant{Name: "no sandbox (" + unconfined + ")", Bin: unconfined})
@@ -70,8 +72,9 @@ func run(ctx context.Context, trips, rounds int, unconfined string) error {
 		fmt.Printf("| %s | %s | %s | %s | %.2f× |\n", v.Name, ms(p50), ms(bench.Quantile(d, 0.9)), ms(bench.Quantile(d, 0.99)), float64(def)/float64(p50))
 	}
 	fmt.Printf("\nThe default's p50 is %.2f× --sandbox off's (goal ≤ 1.3×)\n", float64(def)/float64(bench.Quantile(got[variants[1].Name], 0.5)))
+	fmt.Printf("The journal costs the default %+.1f%% at p50 (goal ≤ +5%%)\n", 100*(float64(def)/float64(bench.Quantile(got[variants[2].Name], 0.5))-1))
 	if unconfined != "" {
-		fmt.Printf("and %.2f× the unconfined binary's\n", float64(def)/float64(bench.Quantile(got[variants[2].Name], 0.5)))
+		fmt.Printf("The default's p50 is %.2f× the unconfined binary's\n", float64(def)/float64(bench.Quantile(got[variants[3].Name], 0.5)))
 	}
 
 	fmt.Printf("\nAn ordinary developer loop through `sema run` in the workspace:\n\n")
