@@ -100,11 +100,11 @@ type groupStop struct {
 
 // stop ends the whole process group, and the whole tree when it is
 // followed: SIGTERM (and SIGCONT, so a stopped member runs to receive it),
-// up to grace for every member to go, then SIGKILL, then up to killWait. It is used both to kill a running command
-// and, after the shell has exited on its own, to kill what it left behind
-// in its group. When the leader has not exited even after SIGKILL, stop
-// releases it to the waiter (which reaps it whenever it dies) and reports
-// it not dead.
+// up to grace for every member to go, then SIGKILL, then up to killWait.
+// It is used both to kill a running command and, after the shell has
+// exited on its own, to kill what it left behind. When the leader has not
+// exited even after SIGKILL, stop releases it to the waiter (which reaps it
+// whenever it dies) and reports it not dead.
 func (c *shellProc) stop(grace time.Duration) groupStop {
 	deadline := time.Now().Add(grace)
 	c.signal(syscall.SIGTERM, syscall.SIGCONT)
@@ -114,8 +114,8 @@ func (c *shellProc) stop(grace time.Duration) groupStop {
 			return groupStop{dead: true}
 		}
 	}
-	// The group or the tree is not empty here; the group's pgid is pinned
-	// by a member, the tree's processes by the domain they cannot leave.
+	// The group or the tree is not empty here. The group's pgid is pinned
+	// by a member; the tree's processes cannot leave its domain.
 	c.signal(syscall.SIGKILL)
 	deadline = time.Now().Add(killWait)
 	if !waitChanClosed(c.exited, killWait) {
