@@ -107,15 +107,17 @@ func (pl *planner) grant(root string, access Access, hidden []string, watch bool
 	if watch {
 		pl.watch(root, fi, false)
 	}
-	pl.cut(root, fi, access, hidden)
+	pl.cut(root, fi.IsDir(), access, hidden)
 }
 
-// cut grants access on path, or around the hidden paths inside it.
-func (pl *planner) cut(path string, fi fs.FileInfo, access Access, hidden []string) {
+// cut grants access on path, or around the hidden paths inside it. Only a
+// directory with a hidden path inside is looked at (and listed): every
+// other entry is one rule, known by its name and type alone.
+func (pl *planner) cut(path string, isDir bool, access Access, hidden []string) {
 	if slices.ContainsFunc(hidden, func(h string) bool { return Within(path, h) }) {
 		return
 	}
-	if !fi.IsDir() {
+	if !isDir {
 		pl.plan.Rules = append(pl.plan.Rules, Rule{Path: path, Access: access & (Read | Write)})
 		return
 	}
@@ -123,6 +125,10 @@ func (pl *planner) cut(path string, fi fs.FileInfo, access Access, hidden []stri
 	if !inside {
 		pl.plan.Rules = append(pl.plan.Rules, Rule{Path: path, Access: access, Dir: true})
 		return
+	}
+	fi, err := os.Lstat(path)
+	if err != nil || !fi.IsDir() {
+		return // gone, or replaced, since its parent was listed
 	}
 	if access&List != 0 {
 		pl.plan.Rules = append(pl.plan.Rules, Rule{Path: path, Access: List, Dir: true})
@@ -136,12 +142,7 @@ func (pl *planner) cut(path string, fi fs.FileInfo, access Access, hidden []stri
 		if e.Type()&fs.ModeSymlink != 0 {
 			continue // reached through its target, which its own rules decide
 		}
-		child := filepath.Join(path, e.Name())
-		cfi, err := e.Info()
-		if err != nil {
-			continue // gone since the listing
-		}
-		pl.cut(child, cfi, access, hidden)
+		pl.cut(filepath.Join(path, e.Name()), e.IsDir(), access, hidden)
 	}
 }
 
