@@ -237,7 +237,7 @@ func (q *quickstart) start(ws string) error {
 		for {
 			if p := srv.Presence(rec.DeviceID); p.Online {
 				q.dev = api.Device{DeviceID: rec.DeviceID, WorkspaceRoot: rec.WorkspaceRoot}
-				return fmt.Sprintf("online, gen %s, epoch %s", p.Gen, rt.Epoch()), nil
+				return fmt.Sprintf("online, gen %s, epoch %s; commands run in the %s sandbox", p.Gen, rt.Epoch(), env.Sandbox.Policy().Mode), nil
 			}
 			select {
 			case err := <-done:
