@@ -174,13 +174,13 @@ func TestThreeReplicasBehindALoadBalancer(t *testing.T) {
 
 	// One device on each replica: the balancer sends each device's
 	// connections to its replica while it enrolls and connects.
-	ids, books := make([]string, 3), make([]string, 3)
+	ids, books, states := make([]string, 3), make([]string, 3), make([]string, 3)
 	var serves []*proc
 	for k := range reps {
 		lb.pin(k)
 		ws := t.TempDir()
 		var serve *proc
-		_, ids[k], serve = enrollAndServe(t, front, ws)
+		states[k], ids[k], serve = enrollAndServe(t, front, ws)
 		serves = append(serves, serve)
 		books[k] = filepath.Join(ws, "ledger")
 	}
@@ -219,6 +219,18 @@ func TestThreeReplicasBehindALoadBalancer(t *testing.T) {
 	}
 	if forwarded != 6 {
 		t.Fatalf("the replicas forwarded %v dispatches; want 6 (each to the two devices it does not hold)", forwarded)
+	}
+	// Each device's own journal shows the three, forwarded or not, once each.
+	for k := range ids {
+		waitFor(t, "the device's journal to show its three runs", func() bool {
+			out, _, _ := front.sema(t, nil, "device", "log", "--state-dir", states[k])
+			for i := range reps {
+				if strings.Count(out, "echo run-"+string(rune('a'+i))) != 1 {
+					return false
+				}
+			}
+			return true
+		})
 	}
 	// An MCP client on one replica reaches a device another holds.
 	cs, err := mcpHTTP(t, reps[2], reps[0].key, "?device="+ids[0])
