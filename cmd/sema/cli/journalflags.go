@@ -37,7 +37,11 @@ func (f journalFlags) open(stateDir string, log *slog.Logger) (*journal.Journal,
 		log.Warn("no journal (--journal=false): this device keeps no record of what it runs")
 		return nil, nil
 	}
-	return journal.Open(stateDir, journal.Options{MaxSize: max, Logger: log})
+	j, err := journal.Open(stateDir, journal.Options{MaxSize: max, Logger: log})
+	if err != nil {
+		return nil, fmt.Errorf("%w (serve keeps its journal in the state dir; --journal=false runs without one)", err)
+	}
+	return j, nil
 }
 
 func closeJournal(j *journal.Journal, log *slog.Logger) {
