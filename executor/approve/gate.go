@@ -36,6 +36,12 @@ type Config struct {
 	// WorkspaceRoot is the enrolled root (absolute): writes below it are
 	// "inside the workspace", an exec without cwd runs there.
 	WorkspaceRoot string
+	// TempDir, when set, is the executor's temporary kinds' directory:
+	// below it counts as inside the workspace too. It is the executor's
+	// own private scratch space (where `sema run` puts a piped stdin, read
+	// only by a command that is itself approved), so that writing it and
+	// removing from it do not ask a person again.
+	TempDir string
 	// Device names the device in messages and logs ("unix:/path").
 	Device string
 	// Open connects to the device and starts a host session on it with
@@ -176,7 +182,7 @@ func (g *Gate) WaitConnected(ctx context.Context) error {
 // answers without calling run.
 func (g *Gate) Run(ctx context.Context, req ops.Request, run func(ops.Request) protocol.Outcome) protocol.Outcome {
 	f := &flight{label: Summary(req, g.cfg.WorkspaceRoot, 64), state: nexting.AgentWorking}
-	needs := g.policy.Needs(req, g.cfg.WorkspaceRoot)
+	needs := g.policy.Needs(req, g.cfg.WorkspaceRoot, g.cfg.TempDir)
 	if needs {
 		f.state = nexting.AgentNeedsInput
 	}

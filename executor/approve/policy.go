@@ -58,7 +58,8 @@ const (
 // DefaultPolicy is what `--approve` without a policy file applies: every
 // exec and execStream; every write (writeFile, writeFileExclusive,
 // writeFileGuarded, appendFile, remove, createDir) whose path is outside
-// the workspace root; and every read of content outside it (readTextFile,
+// the workspace root (and the executor's temporary kinds' directory, see
+// Config.TempDir); and every read of content outside it (readTextFile,
 // readTextLines, readBinaryFile, listDir). The governance reads (exists,
 // canonicalPath, fileInfo, readLink) answer metadata the engine's own write
 // gates ask for and are not gated by default.
@@ -182,17 +183,18 @@ func command(a protocol.Args) string {
 }
 
 // Needs reports whether req must be allowed on the device before it runs.
-// workspaceRoot is the enrolled root (absolute).
-func (p *Policy) Needs(req ops.Request, workspaceRoot string) bool {
+// workspaceRoot is the enrolled root (absolute); below each of alsoInside
+// ("" for none) counts as inside the workspace too, for OutsideWorkspace.
+func (p *Policy) Needs(req ops.Request, workspaceRoot string, alsoInside ...string) bool {
 	for _, r := range p.Rules {
-		if r.matches(req, workspaceRoot) {
+		if r.matches(req, workspaceRoot, alsoInside) {
 			return true
 		}
 	}
 	return false
 }
 
-func (r Rule) matches(req ops.Request, root string) bool {
+func (r Rule) matches(req ops.Request, root string, alsoInside []string) bool {
 	if !slices.Contains(r.Kinds, req.Kind) {
 		return false
 	}
@@ -205,7 +207,8 @@ func (r Rule) matches(req ops.Request, root string) bool {
 	if r.Paths != nil && !slices.ContainsFunc(r.Paths, func(pat string) bool { return Match(pat, path) }) {
 		return false
 	}
-	if r.OutsideWorkspace && !outsideFor(req.Kind, root, path) {
+	if r.OutsideWorkspace && (!outsideFor(req.Kind, root, path) ||
+		slices.ContainsFunc(alsoInside, func(dir string) bool { return dir != "" && !Outside(dir, path) })) {
 		return false
 	}
 	return true

@@ -216,3 +216,31 @@ func TestPolicyRules(t *testing.T) {
 		}
 	}
 }
+
+// The executor's temporary kinds' directory counts as inside the
+// workspace: a piped stdin's upload and its removal ride on the command's
+// one approval, while a write beside that directory still asks, and a
+// symlink in it that leads out is outside.
+func TestTheTempDirCountsAsInsideTheWorkspace(t *testing.T) {
+	p := approve.DefaultPolicy()
+	ws, tmp, outside := t.TempDir(), t.TempDir(), t.TempDir()
+	if err := os.Symlink(outside, tmp+"/out"); err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []struct {
+		name string
+		req  ops.Request
+		want bool
+	}{
+		{"the stdin file's write", writeReq(protocol.KindWriteFileExclusive, tmp+"/sema-stdin-1"), false},
+		{"its removal", writeReq(protocol.KindRemove, tmp+"/sema-stdin-1"), false},
+		{"the command", execReq("cat"), true},
+		{"a write beside the temp dir", writeReq(protocol.KindWriteFile, filepath.Dir(tmp)+"/x"), true},
+		{"the temp dir itself removed", writeReq(protocol.KindRemove, tmp), true},
+		{"through a link out of it", writeReq(protocol.KindWriteFile, tmp+"/out/x"), true},
+	} {
+		if got := p.Needs(c.req, ws, tmp); got != c.want {
+			t.Errorf("%s: Needs = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -105,7 +105,7 @@ func runServe(c *cobra.Command, f serveFlags) error {
 		return err
 	}
 	defer closeJournal(j, log)
-	gate, stopGate, err := f.approve.start(rec.WorkspaceRoot, log)
+	gate, stopGate, err := f.approve.start(rec.WorkspaceRoot, tmp, log)
 	if err != nil {
 		return err
 	}

@@ -53,7 +53,7 @@ func (f *approveFlags) check() error {
 
 // start starts the approval gate; nil (and a no-op stop) without
 // --approve.
-func (f *approveFlags) start(workspaceRoot string, log *slog.Logger) (gate executor.Gate, stop func(), err error) {
+func (f *approveFlags) start(workspaceRoot, tempDir string, log *slog.Logger) (gate executor.Gate, stop func(), err error) {
 	if f.target == "" {
 		return nil, func() {}, nil
 	}
@@ -63,6 +63,7 @@ func (f *approveFlags) start(workspaceRoot string, log *slog.Logger) (gate execu
 	g, err := approve.New(approve.Config{
 		Policy:         f.rules,
 		WorkspaceRoot:  workspaceRoot,
+		TempDir:        tempDir,
 		Device:         f.parsed.String(),
 		Open:           f.parsed.Open,
 		ConnectTimeout: f.parsed.ConnectTimeout(),

@@ -160,3 +160,26 @@ func TestServeWithTheSimulator(t *testing.T) {
 		t.Errorf("serve did not log the device:\n%s", p.stderr)
 	}
 }
+
+// A piped stdin costs one approval: its upload to the executor's temporary
+// directory and its removal ride on the command's approval, through the
+// real binaries. The journal records the command's approval.
+func TestAPipedStdinCostsOneApproval(t *testing.T) {
+	sim, sock, _ := startSimInShortDir(t)
+	s := startServer(t, t.TempDir())
+	stateDir, id, _ := enrollAndServe(t, s, t.TempDir(), "--approve", "unix:"+sock)
+	sim.out.waitFor(ctx(t), t, "host connected")
+	run := startProc(t, s.env(t), strings.NewReader("piped\n"), "run", "--device", id, "--", "cat")
+	sim.out.waitFor(ctx(t), t, "pending r1: Run: ")
+	io.WriteString(sim.keys, "a\n")
+	if code := run.wait(t); code != 0 || run.stdout.String() != "piped\n" {
+		t.Fatalf("run: exit %d, %q, %s", code, run.stdout, run.stderr)
+	}
+	if strings.Contains(sim.out.String(), "pending r2") {
+		t.Fatalf("a piped stdin asked more than once:\n%s", sim.out)
+	}
+	out, _, _ := s.sema(t, nil, "device", "log", "--state-dir", stateDir)
+	if !strings.Contains(lineWith(out, "execStream"), "allowed") {
+		t.Errorf("the journal does not record the approval:\n%s", out)
+	}
+}
