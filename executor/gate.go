@@ -41,13 +41,15 @@ func (rt *Runtime) gatedOp(e *entry, req ops.Request) (out protocol.Outcome) {
 			}
 		}
 	}()
-	defer func() {
-		if started.Load() {
-			e.approval.Store(approvalAllowed)
-		} else {
-			e.approval.Store(approvalRefused)
-		}
-	}()
+	if a, ok := g.(asker); !ok || a.Asks(req) {
+		defer func() {
+			if started.Load() {
+				e.approval.Store(approvalAllowed)
+			} else {
+				e.approval.Store(approvalRefused)
+			}
+		}()
+	}
 	return g.Run(e.ctx, req, func(r ops.Request) protocol.Outcome {
 		if started.Swap(true) {
 			panic("executor: a Gate called run twice")
@@ -55,6 +57,10 @@ func (rt *Runtime) gatedOp(e *entry, req ops.Request) (out protocol.Outcome) {
 		return rt.runOp(e, r)
 	})
 }
+
+// asker is a Gate that can tell whether it asks a person about an
+// instruction; the journal then records a decision only for those it asked.
+type asker interface{ Asks(ops.Request) bool }
 
 // The gate's decision as the journal records it: the op ran, or it did not
 // (denied on the device, the approval expired, no device).

@@ -176,13 +176,19 @@ func (g *Gate) WaitConnected(ctx context.Context) error {
 	}
 }
 
+// Asks reports whether req waits for a person's decision (the policy
+// needs approval for it), rather than running at once.
+func (g *Gate) Asks(req ops.Request) bool {
+	return g.policy.Needs(req, g.cfg.WorkspaceRoot, g.cfg.TempDir)
+}
+
 // Run is executor.Gate: it runs req through run unless it needs approval,
 // in which case it first asks the device and runs it only after allow,
 // with req.Timeout reduced by the time the approval took. Otherwise it
 // answers without calling run.
 func (g *Gate) Run(ctx context.Context, req ops.Request, run func(ops.Request) protocol.Outcome) protocol.Outcome {
 	f := &flight{label: Summary(req, g.cfg.WorkspaceRoot, 64), state: nexting.AgentWorking}
-	needs := g.policy.Needs(req, g.cfg.WorkspaceRoot, g.cfg.TempDir)
+	needs := g.Asks(req)
 	if needs {
 		f.state = nexting.AgentNeedsInput
 	}
