@@ -18,6 +18,7 @@ import (
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/internal/lanetest"
 	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 )
@@ -139,7 +140,7 @@ func newRealLane(t *testing.T) *realLane {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(httpapi.New(srv))
 	t.Cleanup(func() {
 		hs.Close()
 		srv.Shutdown(context.Background())

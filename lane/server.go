@@ -119,12 +119,25 @@ func New(cfg Config) (*Server, error) {
 	s.mux.HandleFunc("POST "+handoverPath, s.laneOnly(s.serveHandover))
 	s.mux.HandleFunc("POST "+presencePath, s.laneOnly(s.servePresence))
 	s.mux.HandleFunc("GET "+cfg.WSPath, s.laneOnly(s.serveWebSocket))
-	s.mux.HandleFunc(MCPPath, s.laneOnly(s.mcpHandler()))
 	return s, nil
 }
 
-// Handler serves the lane's HTTP endpoints.
+// Handler serves the lane's HTTP endpoints but the MCP face (package
+// httpapi mounts that one).
 func (s *Server) Handler() http.Handler { return s.mux }
+
+// MCPPath is where the lane serves the MCP tools on Streamable HTTP.
+const MCPPath = "/v1/mcp"
+
+// LaneOnly answers 501 when this deployment does not run the device lane.
+func (s *Server) LaneOnly(h http.HandlerFunc) http.HandlerFunc { return s.laneOnly(h) }
+
+// Authenticated resolves the request's API key to an identity before h
+// runs (CallerOf reads it), or answers 403 auth.forbidden.
+func (s *Server) Authenticated(h http.HandlerFunc) http.HandlerFunc { return s.authenticated(h) }
+
+// CallerOf returns the identity Authenticated put in the context.
+func CallerOf(ctx context.Context) store.Identity { return callerOf(ctx) }
 
 // capabilitiesBody is GET /v1/capabilities's deviceExecutor object.
 type capabilitiesBody struct {

@@ -25,6 +25,7 @@ import (
 	"github.com/sema-agent/sema/internal/ids"
 	"github.com/sema-agent/sema/internal/syncbuf"
 	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -305,7 +306,7 @@ func TestEnrollCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(httpapi.New(srv))
 	defer srv.Shutdown(context.Background())
 	defer hs.Close()
 	_, apiKey, err := lane.CreateIdentity(t.Context(), st, "user")

@@ -17,6 +17,7 @@ import (
 
 	"github.com/sema-agent/sema/internal/atomicfile"
 	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/lane/store/postgres"
 	"github.com/sema-agent/sema/lane/store/sqlite"
@@ -335,7 +336,7 @@ func ensureAdmin(ctx context.Context, st store.Store, dir, public string, log *s
 func newHTTPServer(srv *lane.Server, log *slog.Logger, verbose bool) *http.Server {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", srv.MetricsHandler())
-	mux.Handle("/", srv.Handler())
+	mux.Handle("/", httpapi.New(srv))
 	var h http.Handler = mux
 	if verbose {
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
