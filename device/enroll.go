@@ -16,20 +16,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/protocol"
 )
-
-// EnrollmentInvalidText is the single explanation of 403
-// device.enrollment_invalid: the four refusals behind it are deliberately
-// indistinguishable on the wire (§1.1), so it says all of them.
-const EnrollmentInvalidText = "Enrollment was refused. The token may have expired, may already have been used " +
-	"by another device, or may have been issued to a different account. Ask for a new enrollment token and try again."
 
 // EnrollmentInvalidError is the lane's 403 device.enrollment_invalid. It is
 // final: the same token must not be retried.
 type EnrollmentInvalidError struct{}
 
-func (*EnrollmentInvalidError) Error() string { return EnrollmentInvalidText }
+func (*EnrollmentInvalidError) Error() string { return api.EnrollmentInvalidText }
 
 // APIError is any other refusal of the management plane.
 type APIError struct {

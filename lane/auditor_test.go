@@ -117,7 +117,7 @@ func TestADropIsAnAuditRowAndAMetric(t *testing.T) {
 		t.Fatalf("drop rows %+v, want one counting 15, reason %s", drops, dropQueueFull)
 	}
 	var metrics strings.Builder
-	l.srv.WriteMetrics(&metrics)
+	l.doors.WriteMetrics(&metrics)
 	if !strings.Contains(metrics.String(), "\nsema_lane_audit_rows_dropped_total 15\n") {
 		t.Fatalf("/metrics does not count the 15 dropped rows:\n%s", metrics.String())
 	}

@@ -69,7 +69,7 @@ type Config struct {
 	Logger *slog.Logger
 	// MaxBufferedContent bounds, server-wide, the bytes of instruction
 	// bodies and write content the HTTP API holds in memory at once; a
-	// request over it is 503 service.busy (instruction_body.go). Default
+	// request over it is 503 service.busy (package httpapi). Default
 	// 256 MiB; at least 1 MiB. Content given to Dispatch by a Go caller is
 	// the caller's memory and is not counted.
 	MaxBufferedContent int64
@@ -162,8 +162,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.MaxBufferedContent == 0 {
 		c.MaxBufferedContent = DefaultMaxBufferedContent
 	}
-	if c.MaxBufferedContent < noLengthBodyLimit {
-		return c, fmt.Errorf("lane: MaxBufferedContent %d is under %d bytes (one body without Content-Length)", c.MaxBufferedContent, noLengthBodyLimit)
+	// The HTTP API reads a body without Content-Length up to one frame.
+	if c.MaxBufferedContent < protocol.MaxFrameBytes {
+		return c, fmt.Errorf("lane: MaxBufferedContent %d is under %d bytes (one body without Content-Length)", c.MaxBufferedContent, protocol.MaxFrameBytes)
 	}
 	return c, nil
 }

@@ -2,6 +2,7 @@ package lane
 
 import (
 	"bytes"
+	"encoding/json"
 	"slices"
 	"strings"
 	"testing"
@@ -229,10 +230,10 @@ func TestEnrollWithATokenIssuedToAnotherIdentity(t *testing.T) {
 	bob := l.createIdentityHTTP(t, adminKey, "bob")
 	adminsToken := l.issueToken(adminKey)
 	r := l.do("POST", "/v1/devices/enroll", bob.APIKey, enrollBody(adminsToken, newPubkey(t)))
-	if r.status != 403 || !bytes.Equal(r.body, enrollmentInvalidBody) {
-		t.Fatalf("bob enrolling with the admin's token: %d %s, want 403 %s", r.status, r.body, enrollmentInvalidBody)
+	if r.status != 403 || !bytes.Equal(r.body, enrollmentInvalidBody()) {
+		t.Fatalf("bob enrolling with the admin's token: %d %s, want 403 %s", r.status, r.body, enrollmentInvalidBody())
 	}
-	rows := l.auditRows(store.AuditFilter{Event: eventEnrollRefused})
+	rows := l.auditRows(store.AuditFilter{Event: EventEnrollRefused})
 	if len(rows) != 1 || rows[0].Reason != string(store.RefusedWrongIdentity) || rows[0].IdentityID != bob.IdentityID {
 		t.Fatalf("audit rows %+v, want one token_wrong_identity for bob", rows)
 	}
@@ -240,4 +241,10 @@ func TestEnrollWithATokenIssuedToAnotherIdentity(t *testing.T) {
 	if r := l.do("POST", "/v1/devices/enroll", adminKey, enrollBody(adminsToken, newPubkey(t))); r.status != 200 {
 		t.Fatalf("the admin enrolling with its own token afterwards: %d %s", r.status, r.body)
 	}
+}
+
+// enrollmentInvalidBody is the one answer to the four refusals of §1.1.
+func enrollmentInvalidBody() []byte {
+	b, _ := json.Marshal(api.Error{Code: api.CodeEnrollmentInvalid, Message: api.EnrollmentInvalidText})
+	return b
 }

@@ -32,6 +32,18 @@ func (c *fakeClock) Advance(d time.Duration) {
 	c.now = c.now.Add(d)
 }
 
+// Doors is the HTTP API over a Server as the tests drive it: package
+// httpapi's, which doors_test.go (package lane_test, which may import it)
+// puts in NewDoors.
+type Doors interface {
+	http.Handler
+	Metrics() Metrics
+	WriteMetrics(io.Writer) error
+}
+
+// NewDoors builds the HTTP API over a Server; see Doors.
+var NewDoors func(*Server) Doors
+
 // testLane is a real lane over real HTTP on a real SQLite file.
 type testLane struct {
 	t     testing.TB
@@ -40,6 +52,7 @@ type testLane struct {
 	store store.Store
 	clock *fakeClock
 	srv   *Server
+	doors Doors
 }
 
 // advertiseSelf as Config.AdvertiseURL makes newTestLane advertise the
@@ -69,10 +82,11 @@ func newTestLane(t testing.TB, mutate ...func(*Config)) *testLane {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	hs.Config.Handler = srv.Handler()
+	doors := NewDoors(srv)
+	hs.Config.Handler = doors
 	hs.Start()
 	t.Cleanup(hs.Close)
-	return &testLane{t: t, dir: dir, url: hs.URL, store: cfg.Store, clock: clock, srv: srv}
+	return &testLane{t: t, dir: dir, url: hs.URL, store: cfg.Store, clock: clock, srv: srv, doors: doors}
 }
 
 // auditRows returns the audit rows written so far (the auditor is
@@ -226,7 +240,7 @@ func TestDevicesListAndRevoke(t *testing.T) {
 	if d, _ := l.store.Device(t.Context(), bobs); d.Revoked() {
 		t.Fatal("bob's device was revoked")
 	}
-	rows := l.auditRows(store.AuditFilter{DeviceID: mine, Event: eventRevoked})
+	rows := l.auditRows(store.AuditFilter{DeviceID: mine, Event: EventRevoked})
 	if len(rows) != 2 {
 		t.Fatalf("%d revoke audit rows, want 2", len(rows))
 	}

@@ -270,7 +270,7 @@ func TestPresenceInDeviceList(t *testing.T) {
 	fd.instructionFor(a.ID)
 	fd.instructionFor(b.ID)
 	d := list()
-	if !d.Online || d.Gen != fd.gen.String() || d.Inflight != 2 || d.ConnectedSince != wireTime(laneStart.Add(time.Minute)) {
+	if !d.Online || d.Gen != fd.gen.String() || d.Inflight != 2 || d.ConnectedSince != api.WireTime(laneStart.Add(time.Minute)) {
 		t.Fatalf("connected: %+v (gen %s)", d, fd.gen)
 	}
 	fd.answerExec(a.ID, 0)
@@ -293,7 +293,7 @@ func (l *wsLane) replica() *wsLane {
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(NewDoors(srv))
 	l.t.Cleanup(func() { srv.Shutdown(context.Background()) })
 	l.t.Cleanup(hs.Close)
 	tl := &testLane{t: l.t, url: hs.URL, store: l.store, clock: l.clock, srv: srv}

@@ -45,7 +45,7 @@ func (c *conn) sendInstruction(call *Call) {
 // the content was short (contentShort). Once the call is cancelled or
 // settled, nothing more of its payload is sent (nor read).
 func (c *conn) sendPayload(call *Call, frame protocol.Instruction) {
-	// buildFrame put the length and digest in args (§3.4: the same values).
+	// BuildFrame put the length and digest in args (§3.4: the same values).
 	w := frame.Args.(protocol.WriteArgs)
 	sum, total := w.SHA256, w.ContentLen
 	if !c.sendPart(&protocol.Payload{Gen: frame.Gen, InstructionID: call.ID, Part: protocol.PartBegin, TotalLen: total, SHA256: sum}) {

@@ -81,7 +81,7 @@ func TestADifferentDeviceIsRefusedBeforeAnythingIsQueued(t *testing.T) {
 	if b := decode[api.Session](t, l.session(l.ownerKey, "rs_1")); b.DeviceID != bound.id {
 		t.Fatalf("the refusal moved the session to %s", b.DeviceID)
 	}
-	eventually(t, "the refused write's reservation is released", func() bool { return l.srv.budget.inUse() == 0 })
+	eventually(t, "the refused write's reservation is released", func() bool { return l.doors.Metrics().BufferedContent == 0 })
 }
 
 // §9: "concurrent submissions produce a single winner": 16 concurrent first
@@ -156,7 +156,7 @@ func TestRebindMovesTheSession(t *testing.T) {
 		t.Fatalf("the new device: %d %s", r.status, r.body)
 	}
 	wantError(t, l.submit(d1.id, l.ownerKey, sessionExec("rs_1")), 409, "session.device_mismatch", d2.id)
-	if rows := l.auditRows(store.AuditFilter{Event: eventSessionRebound}); len(rows) != 1 || rows[0].DeviceID != d2.id {
+	if rows := l.auditRows(store.AuditFilter{Event: EventSessionRebound}); len(rows) != 1 || rows[0].DeviceID != d2.id {
 		t.Fatalf("rebind audit rows %+v", rows)
 	}
 }

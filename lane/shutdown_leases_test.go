@@ -50,7 +50,7 @@ func (l *wsLane) restarted(mutate ...func(*Config)) *wsLane {
 		l.t.Fatal(err)
 	}
 	l.t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(NewDoors(srv))
 	l.t.Cleanup(hs.Close)
 	next := *l.testLane
 	next.url, next.srv = hs.URL, srv

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/internal/b64"
 	"io"
 	"net/http"
 	"strings"
@@ -86,8 +88,10 @@ func TestStreamedWriteEndToEnd(t *testing.T) {
 		a.SHA256.String() != hexSum(content) || in.TimeoutMs != 60000 || in.RootSessionID != "ses_1" || a.Expect != nil {
 		t.Fatalf("instruction %+v args %+v", in, a)
 	}
-	if got := l.srv.budget.inUse(); got != l.srv.uploadReservation() {
-		t.Fatalf("an upload holds %d bytes of the budget, want %d", got, l.srv.uploadReservation())
+	// An upload holds one part, its base64 and room for a frame's fields.
+	part := protocol.DefaultPayloadPartBytes
+	if got, want := l.doors.Metrics().BufferedContent, int64(part+b64.EncodedLen(part)+1024); got != want {
+		t.Fatalf("an upload holds %d bytes of the budget, want %d", got, want)
 	}
 	go func() {
 		pw.Write(content)
@@ -101,7 +105,7 @@ func TestStreamedWriteEndToEnd(t *testing.T) {
 		t.Fatalf("outcome line %v", m)
 	}
 	s.end()
-	eventually(t, "the upload's reservation is released", func() bool { return l.srv.budget.inUse() == 0 })
+	eventually(t, "the upload's reservation is released", func() bool { return l.doors.Metrics().BufferedContent == 0 })
 }
 
 // Refusals before anything is queued, each naming what is wrong.
@@ -131,35 +135,35 @@ func TestStreamedWriteRefusals(t *testing.T) {
 		t.Fatalf("no credential: %d", r.status)
 	}
 	cases := []struct{ query, code, mentions string }{
-		{"timeoutMs=1000&sha256=" + sum, codeBodyShape, `"path"`},
-		{"path=/w/f&sha256=" + sum, codeBodyShape, `"timeoutMs"`},
-		{"path=/w/f&timeoutMs=1000", codeBodyShape, `"sha256"`},
-		{ok + "&mode=755", codeBodyShape, `"mode"`},
-		{ok + "&path=/w/g", codeBodyShape, `"path" is given 2 times`},
-		{ok + "&a=%zz", codeBodyShape, "malformed"},
-		{ok + "&kind=exec", codeFieldInvalid, `kind "exec"`},
-		{ok + "&kind=nope", codeFieldInvalid, `kind "nope"`},
-		{"path=w/f&timeoutMs=1000&sha256=" + sum, codeFieldInvalid, "path"},
-		{"path=/w/../f&timeoutMs=1000&sha256=" + sum, codeFieldInvalid, "path"},
-		{"path=/w/f%ff&timeoutMs=1000&sha256=" + sum, codeFieldInvalid, "path"},
-		{"path=/w/f&timeoutMs=0&sha256=" + sum, codeFieldInvalid, "timeoutMs"},
-		{"path=/w/f&timeoutMs=-5&sha256=" + sum, codeFieldInvalid, "timeoutMs"},
-		{"path=/w/f&timeoutMs=1.5&sha256=" + sum, codeFieldInvalid, "timeoutMs"},
-		{"path=/w/f&timeoutMs=09&sha256=" + sum, codeFieldInvalid, "timeoutMs"},
-		{"path=/w/f&timeoutMs=9007199254740992&sha256=" + sum, codeFieldInvalid, "timeoutMs"},
-		{"path=/w/f&timeoutMs=9223372036855&sha256=" + sum, codeFieldInvalid, "at most 9223372036854"},
-		{"path=/w/f&timeoutMs=1000&sha256=abc", codeFieldInvalid, "sha256"},
-		{"path=/w/f&timeoutMs=1000&sha256=" + strings.ToUpper(sum), codeFieldInvalid, "sha256"},
-		{"path=/w/f&timeoutMs=1000&sha256=" + strings.Repeat("g", 64), codeFieldInvalid, "sha256"},
-		{ok + `&expect={"canonicalPath":"/w/f"}`, codeFieldInvalid, "expect is only for writeFileGuarded"},
-		{ok + "&kind=writeFileGuarded", codeFieldInvalid, "needs expect"},
-		{ok + `&kind=writeFileGuarded&expect={"canonicalPath":"/w/f"},"x":1`, codeFieldInvalid, "expect"},
-		{ok + `&kind=writeFileGuarded&expect={"canonicalPath":5}`, codeFieldInvalid, "expect.canonicalPath"},
+		{"timeoutMs=1000&sha256=" + sum, api.CodeBodyShape, `"path"`},
+		{"path=/w/f&sha256=" + sum, api.CodeBodyShape, `"timeoutMs"`},
+		{"path=/w/f&timeoutMs=1000", api.CodeBodyShape, `"sha256"`},
+		{ok + "&mode=755", api.CodeBodyShape, `"mode"`},
+		{ok + "&path=/w/g", api.CodeBodyShape, `"path" is given 2 times`},
+		{ok + "&a=%zz", api.CodeBodyShape, "malformed"},
+		{ok + "&kind=exec", api.CodeFieldInvalid, `kind "exec"`},
+		{ok + "&kind=nope", api.CodeFieldInvalid, `kind "nope"`},
+		{"path=w/f&timeoutMs=1000&sha256=" + sum, api.CodeFieldInvalid, "path"},
+		{"path=/w/../f&timeoutMs=1000&sha256=" + sum, api.CodeFieldInvalid, "path"},
+		{"path=/w/f%ff&timeoutMs=1000&sha256=" + sum, api.CodeFieldInvalid, "path"},
+		{"path=/w/f&timeoutMs=0&sha256=" + sum, api.CodeFieldInvalid, "timeoutMs"},
+		{"path=/w/f&timeoutMs=-5&sha256=" + sum, api.CodeFieldInvalid, "timeoutMs"},
+		{"path=/w/f&timeoutMs=1.5&sha256=" + sum, api.CodeFieldInvalid, "timeoutMs"},
+		{"path=/w/f&timeoutMs=09&sha256=" + sum, api.CodeFieldInvalid, "timeoutMs"},
+		{"path=/w/f&timeoutMs=9007199254740992&sha256=" + sum, api.CodeFieldInvalid, "timeoutMs"},
+		{"path=/w/f&timeoutMs=9223372036855&sha256=" + sum, api.CodeFieldInvalid, "at most 9223372036854"},
+		{"path=/w/f&timeoutMs=1000&sha256=abc", api.CodeFieldInvalid, "sha256"},
+		{"path=/w/f&timeoutMs=1000&sha256=" + strings.ToUpper(sum), api.CodeFieldInvalid, "sha256"},
+		{"path=/w/f&timeoutMs=1000&sha256=" + strings.Repeat("g", 64), api.CodeFieldInvalid, "sha256"},
+		{ok + `&expect={"canonicalPath":"/w/f"}`, api.CodeFieldInvalid, "expect is only for writeFileGuarded"},
+		{ok + "&kind=writeFileGuarded", api.CodeFieldInvalid, "needs expect"},
+		{ok + `&kind=writeFileGuarded&expect={"canonicalPath":"/w/f"},"x":1`, api.CodeFieldInvalid, "expect"},
+		{ok + `&kind=writeFileGuarded&expect={"canonicalPath":5}`, api.CodeFieldInvalid, "expect.canonicalPath"},
 	}
 	for _, c := range cases {
 		wantError(t, refused(fd.id, l.ownerKey, strings.ReplaceAll(c.query, `"`, "%22"), 1), 400, c.code, c.mentions)
 	}
-	if got := l.srv.budget.inUse(); got != 0 {
+	if got := l.doors.Metrics().BufferedContent; got != 0 {
 		t.Fatalf("refusals hold %d bytes of the budget", got)
 	}
 }
@@ -264,13 +268,13 @@ func TestStreamedWriteOfflineDoesNotReadTheBody(t *testing.T) {
 		t.Fatalf("outcome line %v", m)
 	}
 	s.end()
-	eventually(t, "the reservation is released", func() bool { return l.srv.budget.inUse() == 0 })
+	eventually(t, "the reservation is released", func() bool { return l.doors.Metrics().BufferedContent == 0 })
 }
 
 // Uploads hold a small fixed share of the budget each; one that does not
 // fit is 503 service.busy.
 func TestStreamedWriteBudget(t *testing.T) {
-	l := newWSLane(t, func(c *Config) { c.MaxBufferedContent = noLengthBodyLimit })
+	l := newWSLane(t, func(c *Config) { c.MaxBufferedContent = protocol.MaxFrameBytes })
 	fd := l.enroll()
 	fd.establish()
 	pr, pw := io.Pipe()
@@ -282,14 +286,14 @@ func TestStreamedWriteBudget(t *testing.T) {
 	}
 	s.next()
 	_, r = l.postWrite(fd.id, l.ownerKey, q, strings.NewReader("0123456789"), 10)
-	wantError(t, r, 503, codeBusy, "retry")
+	wantError(t, r, 503, api.CodeBusy, "retry")
 	in := fd.instruction()
 	pw.Write([]byte("0123456789"))
 	expect(fd, func(p *protocol.Payload) bool { return p.Part == protocol.PartCommit })
 	fd.result(in.InstructionID, 0, protocol.Failure{ErrorCode: protocol.ErrInvalid, Message: "digest"})
 	s.next()
 	s.end()
-	eventually(t, "the reservation is released", func() bool { return l.srv.budget.inUse() == 0 })
+	eventually(t, "the reservation is released", func() bool { return l.doors.Metrics().BufferedContent == 0 })
 }
 
 // A client that sends "Expect: 100-continue" gets it before the answer's

@@ -10,7 +10,6 @@ import (
 	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/inproc"
 	"github.com/sema-agent/sema/internal/version"
-	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/mcp"
 )
 
@@ -28,7 +27,7 @@ const inProcessBase = "http://lane.in-process"
 // them as to any client. The device is ?device=ID, else the caller's only
 // device; the root session is ?session=ID, else the request's
 // Mcp-Session-Id, else none.
-func (a *API) mcpHandler(self http.Handler) http.HandlerFunc {
+func (s *API) mcpHandler(self http.Handler) http.HandlerFunc {
 	srv := mcp.NewCallServer(version.String(), nil)
 	hc := &http.Client{Transport: inproc.Transport{Handler: self}}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
@@ -43,7 +42,7 @@ func (a *API) mcpHandler(self http.Handler) http.HandlerFunc {
 		if session == "" {
 			session = r.Header.Get("Mcp-Session-Id")
 		}
-		return mcp.TokenInfo(lane.CallerOf(r.Context()).ID, &mcp.Conn{Lane: lc, Device: q.Get("device"), Session: session, Request: r.Context()}), nil
+		return mcp.TokenInfo(callerOf(r.Context()).ID, &mcp.Conn{Lane: lc, Device: q.Get("device"), Session: session, Request: r.Context()}), nil
 	}
-	return a.core.Authenticated(auth.RequireBearerToken(conn, nil)(h).ServeHTTP)
+	return s.authenticated(auth.RequireBearerToken(conn, nil)(h).ServeHTTP)
 }

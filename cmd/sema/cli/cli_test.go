@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"github.com/sema-agent/sema/api"
 	"io"
 	"net/http/httptest"
 	"os"
@@ -320,7 +321,7 @@ func TestEnrollCommand(t *testing.T) {
 
 	dir := t.TempDir()
 	code := cli.Run(t.Context(), []string{"device", "enroll", "--server", hs.URL, "--token", "set_unknown", "--workspace", t.TempDir(), "--state-dir", dir})
-	if code != cli.ExitFailure || !strings.Contains(errOut.String(), device.EnrollmentInvalidText) {
+	if code != cli.ExitFailure || !strings.Contains(errOut.String(), api.EnrollmentInvalidText) {
 		t.Fatalf("bad token: exit %d, said %q", code, errOut.String())
 	}
 	if strings.Contains(errOut.String(), "set_unknown") {

@@ -45,7 +45,7 @@ type serverFlags struct {
 	verbose                                            bool
 	shutdownTimeout                                    time.Duration
 	cfg                                                lane.Config
-	httpLimits                                         lane.HTTPLimits
+	httpLimits                                         httpapi.HTTPLimits
 }
 
 func newServerCmd() *cobra.Command {
@@ -97,8 +97,8 @@ func newServerCmd() *cobra.Command {
 	fl.DurationVar(&cfg.AuditRetention, "audit-retention", lane.DefaultAuditRetention, "audit rows older than this are pruned, hourly (the first start's record is kept)")
 	fl.Int64Var(&cfg.MaxBufferedContent, "max-buffered-content", lane.DefaultMaxBufferedContent,
 		"bytes of instruction bodies and write content held in memory at once, server-wide (256 MiB); over it 503 service.busy")
-	fl.DurationVar(&f.httpLimits.IdleTimeout, "http-idle-timeout", lane.DefaultIdleTimeout, "a keep-alive HTTP connection idle this long is closed")
-	fl.IntVar(&f.httpLimits.MaxConns, "max-http-conns", lane.DefaultMaxHTTPConns, "open HTTP connections that are not WebSockets; over it new ones are closed at once")
+	fl.DurationVar(&f.httpLimits.IdleTimeout, "http-idle-timeout", httpapi.DefaultIdleTimeout, "a keep-alive HTTP connection idle this long is closed")
+	fl.IntVar(&f.httpLimits.MaxConns, "max-http-conns", httpapi.DefaultMaxHTTPConns, "open HTTP connections that are not WebSockets; over it new ones are closed at once")
 	return c
 }
 
@@ -220,8 +220,9 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
-	hs := newHTTPServer(srv, log, f.verbose)
-	if ln, err = srv.LimitHTTP(hs, ln, f.httpLimits); err != nil {
+	doors := httpapi.New(srv)
+	hs := newHTTPServer(doors, log, f.verbose)
+	if ln, err = doors.LimitHTTP(hs, ln, f.httpLimits); err != nil {
 		return usageError{err}
 	}
 	served := make(chan error, 1)
@@ -333,10 +334,10 @@ func ensureAdmin(ctx context.Context, st store.Store, dir, public string, log *s
 }
 
 // newHTTPServer mounts the lane and /metrics.
-func newHTTPServer(srv *lane.Server, log *slog.Logger, verbose bool) *http.Server {
+func newHTTPServer(doors *httpapi.API, log *slog.Logger, verbose bool) *http.Server {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", srv.MetricsHandler())
-	mux.Handle("/", httpapi.New(srv))
+	mux.Handle("GET /metrics", doors.MetricsHandler())
+	mux.Handle("/", doors)
 	var h http.Handler = mux
 	if verbose {
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -347,7 +348,7 @@ func newHTTPServer(srv *lane.Server, log *slog.Logger, verbose bool) *http.Serve
 			log.Debug("http", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "dur", time.Since(start))
 		})
 	}
-	// The timeouts and the connection cap are set by lane.Server.LimitHTTP.
+	// The timeouts and the connection cap are set by httpapi.API.LimitHTTP.
 	return &http.Server{
 		Handler:  h,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),

@@ -1,7 +1,8 @@
-package lane
+package httpapi
 
 import (
 	"errors"
+	"github.com/sema-agent/sema/lane"
 	"net/http"
 	"unicode"
 
@@ -13,13 +14,6 @@ import (
 // `sema server` created on its first start) creates and lists identities;
 // every identity manages its own keys, and the admin may revoke any. A
 // plaintext key exists only in the answer that issued it.
-
-// Audit events of identities and keys.
-const (
-	eventIdentityCreated = "identity.created"
-	eventAPIKeyCreated   = "api_key.created"
-	eventAPIKeyRevoked   = "api_key.revoked"
-)
 
 // identityFields is the closed body of POST /v1/identities.
 var identityFields = []bodyField{
@@ -38,10 +32,10 @@ var identityFields = []bodyField{
 
 // adminOnly answers 403 auth.forbidden unless the caller is the admin. A
 // lane with no admin (an embedder's) refuses everyone.
-func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {
+func (s *API) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !callerOf(r.Context()).Admin {
-			writeError(w, errorf(http.StatusForbidden, codeForbidden, "only the lane's admin identity may manage identities"))
+			writeError(w, errorf(http.StatusForbidden, api.CodeForbidden, "only the lane's admin identity may manage identities"))
 			return
 		}
 		h(w, r)
@@ -50,23 +44,23 @@ func (s *Server) adminOnly(h http.HandlerFunc) http.HandlerFunc {
 
 // createIdentity is POST /v1/identities {"name"}: a new identity (never an
 // admin) and its first API key, shown this once.
-func (s *Server) createIdentity(w http.ResponseWriter, r *http.Request) {
+func (s *API) createIdentity(w http.ResponseWriter, r *http.Request) {
 	f, aerr := readClosedBody(r, identityFields, false)
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	idn, key, err := CreateIdentity(r.Context(), s.store, f["name"])
+	idn, key, err := lane.CreateIdentity(r.Context(), s.store, f["name"])
 	if err != nil {
 		s.unavailable(w, r, "create identity", err)
 		return
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: idn.ID, Event: eventIdentityCreated, RemoteAddr: remoteAddr(r)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: idn.ID, Event: lane.EventIdentityCreated, RemoteAddr: lane.RemoteAddr(r)})
 	writeJSON(w, http.StatusOK, api.CreateIdentityResponse{IdentityID: idn.ID, Name: idn.Name, APIKey: key})
 }
 
 // listIdentities is GET /v1/identities: every identity, oldest first.
-func (s *Server) listIdentities(w http.ResponseWriter, r *http.Request) {
+func (s *API) listIdentities(w http.ResponseWriter, r *http.Request) {
 	all, err := s.store.ListIdentities(r.Context())
 	if err != nil {
 		s.unavailable(w, r, "list identities", err)
@@ -74,42 +68,42 @@ func (s *Server) listIdentities(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]api.Identity, 0, len(all))
 	for _, idn := range all {
-		out = append(out, api.Identity{IdentityID: idn.ID, Name: idn.Name, CreatedAt: wireTime(idn.CreatedAt), Admin: idn.Admin})
+		out = append(out, api.Identity{IdentityID: idn.ID, Name: idn.Name, CreatedAt: api.WireTime(idn.CreatedAt), Admin: idn.Admin})
 	}
 	writeJSON(w, http.StatusOK, api.IdentityList{Identities: out})
 }
 
 // createAPIKey is POST /v1/api-keys with an empty closed body: another key
 // for the caller, shown this once.
-func (s *Server) createAPIKey(w http.ResponseWriter, r *http.Request) {
+func (s *API) createAPIKey(w http.ResponseWriter, r *http.Request) {
 	if _, aerr := readClosedBody(r, nil, true); aerr != nil {
 		writeError(w, aerr)
 		return
 	}
 	caller := callerOf(r.Context())
-	k, key, err := issueAPIKey(r.Context(), s.store, caller.ID)
+	k, key, err := lane.IssueAPIKey(r.Context(), s.store, caller.ID)
 	if err != nil {
 		s.unavailable(w, r, "create api key", err)
 		return
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: eventAPIKeyCreated, RemoteAddr: remoteAddr(r)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: lane.EventAPIKeyCreated, RemoteAddr: lane.RemoteAddr(r)})
 	writeJSON(w, http.StatusOK, api.CreateAPIKeyResponse{KeyID: k.ID, APIKey: key})
 }
 
 func apiKeyView(k store.APIKey) api.APIKey {
-	v := api.APIKey{KeyID: k.ID, CreatedAt: wireTime(k.CreatedAt)}
+	v := api.APIKey{KeyID: k.ID, CreatedAt: api.WireTime(k.CreatedAt)}
 	if k.LastUsedAt != nil {
-		v.LastUsedAt = wireTime(*k.LastUsedAt)
+		v.LastUsedAt = api.WireTime(*k.LastUsedAt)
 	}
 	if k.RevokedAt != nil {
-		v.RevokedAt = wireTime(*k.RevokedAt)
+		v.RevokedAt = api.WireTime(*k.RevokedAt)
 	}
 	return v
 }
 
 // listAPIKeys is GET /v1/api-keys: the caller's keys that are not revoked,
 // never the keys themselves.
-func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) {
+func (s *API) listAPIKeys(w http.ResponseWriter, r *http.Request) {
 	keys, err := s.store.ListAPIKeys(r.Context(), callerOf(r.Context()).ID)
 	if err != nil {
 		s.unavailable(w, r, "list api keys", err)
@@ -125,7 +119,7 @@ func (s *Server) listAPIKeys(w http.ResponseWriter, r *http.Request) {
 // revokeAPIKey is DELETE /v1/api-keys/{keyId}: the caller's own key (the
 // admin's: any), refused at once from then on. Another identity's key is
 // 404 like none; the admin's last key is 409.
-func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) {
+func (s *API) revokeAPIKey(w http.ResponseWriter, r *http.Request) {
 	caller := callerOf(r.Context())
 	owner := caller.ID
 	if caller.Admin {
@@ -135,16 +129,16 @@ func (s *Server) revokeAPIKey(w http.ResponseWriter, r *http.Request) {
 	k, err := s.store.RevokeAPIKey(r.Context(), owner, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, errorf(http.StatusNotFound, codeAPIKeyNotFound, "you have no API key %q", clip(id)))
+		writeError(w, errorf(http.StatusNotFound, api.CodeAPIKeyNotFound, "you have no API key %q", clip(id)))
 		return
 	case errors.Is(err, store.ErrLastAdminKey):
-		writeError(w, errorf(http.StatusConflict, codeLastAdminKey, "%s is the admin's last API key: create another first, so the lane is never without an admin key", clip(id)))
+		writeError(w, errorf(http.StatusConflict, api.CodeLastAdminKey, "%s is the admin's last API key: create another first, so the lane is never without an admin key", clip(id)))
 		return
 	case err != nil:
 		s.unavailable(w, r, "revoke api key", err)
 		return
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: k.IdentityID, Event: eventAPIKeyRevoked, RemoteAddr: remoteAddr(r)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: k.IdentityID, Event: lane.EventAPIKeyRevoked, RemoteAddr: lane.RemoteAddr(r)})
 	writeJSON(w, http.StatusOK, apiKeyView(k))
 }
 

@@ -1,6 +1,8 @@
-package lane
+package httpapi
 
 import (
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/lane"
 	"net/http"
 	"net/url"
 	"testing"
@@ -25,11 +27,10 @@ func FuzzParseWriteQuery(f *testing.F) {
 	} {
 		f.Add(seed)
 	}
-	s := &Server{}
 	f.Fuzz(func(t *testing.T, raw string) {
 		q, aerr := parseWriteQuery(raw)
 		if aerr != nil {
-			if aerr.Status != http.StatusBadRequest || (aerr.Code != codeBodyShape && aerr.Code != codeFieldInvalid) || aerr.Message == "" {
+			if aerr.Status != http.StatusBadRequest || (aerr.Code != api.CodeBodyShape && aerr.Code != api.CodeFieldInvalid) || aerr.Message == "" {
 				t.Fatalf("%q: refused %+v", raw, aerr)
 			}
 			return
@@ -40,7 +41,7 @@ func FuzzParseWriteQuery(f *testing.F) {
 			(q.args.Expect != nil) != (q.kind == protocol.KindWriteFileGuarded) || q.rootSessionID != values.Get("rootSessionId") {
 			t.Fatalf("%q: accepted as %+v", raw, q)
 		}
-		frame, err := s.buildFrame(Instruction{Kind: q.kind, Args: q.args, Timeout: time.Duration(q.timeoutMs) * time.Millisecond,
+		frame, err := lane.BuildFrame(lane.Instruction{Kind: q.kind, Args: q.args, Timeout: time.Duration(q.timeoutMs) * time.Millisecond,
 			RootSessionID: q.rootSessionID, ContentStream: http.NoBody, ContentLen: 1, ContentSHA256: q.sha256})
 		if err == nil && frame.TimeoutMs != q.timeoutMs {
 			t.Fatalf("%q: timeoutMs %d framed as %d", raw, q.timeoutMs, frame.TimeoutMs)

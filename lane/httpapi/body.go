@@ -1,9 +1,10 @@
-package lane
+package httpapi
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/sema-agent/sema/api"
 	"io"
 	"net/http"
 
@@ -30,10 +31,10 @@ func readBodyLimit(r *http.Request, limit int64) ([]byte, *apiError) {
 	b, err := io.ReadAll(http.MaxBytesReader(nil, r.Body, limit))
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return nil, errorf(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "the request body is over %d bytes", limit)
+		return nil, errorf(http.StatusRequestEntityTooLarge, api.CodeBodyTooLarge, "the request body is over %d bytes", limit)
 	}
 	if err != nil {
-		return nil, errorf(http.StatusBadRequest, codeInvalidJSON, "the request body could not be read")
+		return nil, errorf(http.StatusBadRequest, api.CodeInvalidJSON, "the request body could not be read")
 	}
 	return b, nil
 }
@@ -48,12 +49,12 @@ func parseClosedBody(body []byte, fields []bodyField, allowEmpty bool) (map[stri
 	}
 	if !jsontext.Value(body).IsValid() {
 		if jsontext.Value(body).IsValid(jsontext.AllowDuplicateNames(true)) {
-			return nil, errorf(http.StatusBadRequest, codeBodyShape, "the request body repeats a key")
+			return nil, errorf(http.StatusBadRequest, api.CodeBodyShape, "the request body repeats a key")
 		}
-		return nil, errorf(http.StatusBadRequest, codeInvalidJSON, "the request body is not valid JSON")
+		return nil, errorf(http.StatusBadRequest, api.CodeInvalidJSON, "the request body is not valid JSON")
 	}
 	if jsontext.Value(body).Kind() != '{' {
-		return nil, errorf(http.StatusBadRequest, codeBodyShape, "the request body must be a JSON object")
+		return nil, errorf(http.StatusBadRequest, api.CodeBodyShape, "the request body must be a JSON object")
 	}
 	d := jsontext.NewDecoder(bytes.NewReader(body))
 	d.ReadToken() // '{'
@@ -63,13 +64,13 @@ func parseClosedBody(body []byte, fields []bodyField, allowEmpty bool) (map[stri
 		key := name.String()
 		v, _ := d.ReadValue()
 		if !known(fields, key) {
-			return nil, errorf(http.StatusBadRequest, codeBodyShape, "unknown key %q", clip(key))
+			return nil, errorf(http.StatusBadRequest, api.CodeBodyShape, "unknown key %q", clip(key))
 		}
 		raw[key] = v.Clone()
 	}
 	for _, f := range fields {
 		if _, ok := raw[f.name]; !ok && f.required {
-			return nil, errorf(http.StatusBadRequest, codeBodyShape, "missing required key %q", f.name)
+			return nil, errorf(http.StatusBadRequest, api.CodeBodyShape, "missing required key %q", f.name)
 		}
 	}
 	out := make(map[string]string, len(raw))
@@ -79,15 +80,15 @@ func parseClosedBody(body []byte, fields []bodyField, allowEmpty bool) (map[stri
 			continue
 		}
 		if v.Kind() != '"' {
-			return nil, errorf(http.StatusBadRequest, codeFieldInvalid, "%s must be a string", f.name)
+			return nil, errorf(http.StatusBadRequest, api.CodeFieldInvalid, "%s must be a string", f.name)
 		}
 		s, err := jsontext.AppendUnquote(nil, v)
 		if err != nil {
-			return nil, errorf(http.StatusBadRequest, codeFieldInvalid, "%s is not a valid string", f.name)
+			return nil, errorf(http.StatusBadRequest, api.CodeFieldInvalid, "%s is not a valid string", f.name)
 		}
 		if f.check != nil {
 			if problem := f.check(string(s)); problem != "" {
-				return nil, errorf(http.StatusBadRequest, codeFieldInvalid, "%s %s", f.name, problem)
+				return nil, errorf(http.StatusBadRequest, api.CodeFieldInvalid, "%s %s", f.name, problem)
 			}
 		}
 		out[f.name] = string(s)

@@ -1,4 +1,4 @@
-package lane
+package httpapi
 
 import (
 	"context"
@@ -17,57 +17,42 @@ import (
 // listing devices asks of each holder, one request per replica for the
 // devices of the page, all at once, within presenceTimeout.
 
-// presencePath is the hop-only endpoint a replica asks another for the
-// presence of devices on: POST {"deviceIds": [...]}.
-const presencePath = "/v1/cluster/presence"
-
 // presenceTimeout bounds what a device list waits for the other replicas;
 // one that has not answered by then leaves its devices as the registry
 // shows them (online, gen, replica) and inflight counted here.
 const presenceTimeout = time.Second
 
-// presenceAskBytes bounds an ask's body: a page of maxDevicePage device
+// presenceAskBytes bounds an ask's body: a page of api.MaxDevicePage device
 // ids (31 bytes each, quoted, with a comma) and room to spare.
 const presenceAskBytes = 64 << 10
 
-type presenceAsk struct {
-	DeviceIDs []string `json:"deviceIds"`
-}
-
-// heldPresence is a device's presence on the replica that holds it.
-type heldPresence struct {
-	Online         bool   `json:"online"`
-	ConnectedSince string `json:"connectedSince,omitempty"`
-	Inflight       int    `json:"inflight"`
-}
-
 // servePresence answers another replica's ask: the presence here of the
 // devices it names that are connected here or have calls here.
-func (s *Server) servePresence(w http.ResponseWriter, r *http.Request) {
+func (s *API) servePresence(w http.ResponseWriter, r *http.Request) {
 	if !s.fromReplica(w, r, "presence") {
 		return
 	}
 	body, aerr := readBodyLimit(r, presenceAskBytes)
-	var ask presenceAsk
+	var ask api.PresenceAsk
 	if aerr == nil && json.Unmarshal(body, &ask) != nil {
-		aerr = errorf(http.StatusBadRequest, codeInvalidJSON, "the body must be {\"deviceIds\": [...]}")
+		aerr = errorf(http.StatusBadRequest, api.CodeInvalidJSON, "the body must be {\"deviceIds\": [...]}")
 	}
-	if aerr == nil && len(ask.DeviceIDs) > maxDevicePage {
-		aerr = errorf(http.StatusBadRequest, codeFieldInvalid, "deviceIds: at most %d", maxDevicePage)
+	if aerr == nil && len(ask.DeviceIDs) > api.MaxDevicePage {
+		aerr = errorf(http.StatusBadRequest, api.CodeFieldInvalid, "deviceIds: at most %d", api.MaxDevicePage)
 	}
 	if aerr != nil {
 		writeError(w, aerr)
 		return
 	}
-	out := make(map[string]heldPresence, len(ask.DeviceIDs))
+	out := make(map[string]api.HeldPresence, len(ask.DeviceIDs))
 	for _, id := range ask.DeviceIDs {
-		p := s.Presence(id)
+		p := s.core.Presence(id)
 		if !p.Online && p.Inflight == 0 {
 			continue
 		}
-		h := heldPresence{Online: p.Online, Inflight: p.Inflight}
+		h := api.HeldPresence{Online: p.Online, Inflight: p.Inflight}
 		if p.Online {
-			h.ConnectedSince = wireTime(p.ConnectedSince)
+			h.ConnectedSince = api.WireTime(p.ConnectedSince)
 		}
 		out[id] = h
 	}
@@ -77,7 +62,7 @@ func (s *Server) servePresence(w http.ResponseWriter, r *http.Request) {
 // withHeldPresence completes, for the listed devices another replica
 // holds, what their holder knows: connectedSince, and inflight (its calls
 // and any this replica still has).
-func (s *Server) withHeldPresence(ctx context.Context, devices []api.Device) {
+func (s *API) withHeldPresence(ctx context.Context, devices []api.Device) {
 	if s.forwarder == nil {
 		return
 	}
@@ -97,18 +82,18 @@ func (s *Server) withHeldPresence(ctx context.Context, devices []api.Device) {
 	wg.Wait()
 }
 
-func (s *Server) askPresence(ctx context.Context, replica string, devices []api.Device, idx []int) {
+func (s *API) askPresence(ctx context.Context, replica string, devices []api.Device, idx []int) {
 	rep, ok, err := s.peers.Lookup(ctx, replica)
 	if err != nil || !ok {
 		return
 	}
-	ask := presenceAsk{DeviceIDs: make([]string, len(idx))}
+	ask := api.PresenceAsk{DeviceIDs: make([]string, len(idx))}
 	for k, i := range idx {
 		ask.DeviceIDs[k] = devices[i].DeviceID
 	}
 	body, _ := json.Marshal(ask)
-	answer, err := s.forwarder.Ask(ctx, rep.AdvertiseURL, presencePath, body, 1<<20)
-	var held map[string]heldPresence
+	answer, err := s.forwarder.Ask(ctx, rep.AdvertiseURL, api.PresencePath, body, 1<<20)
+	var held map[string]api.HeldPresence
 	if err == nil {
 		err = json.Unmarshal(answer, &held)
 	}

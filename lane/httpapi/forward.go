@@ -1,17 +1,15 @@
-package lane
+package httpapi
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"fmt"
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/lane"
 	"io"
 	"net/http"
 	"net/url"
 
-	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/cluster"
-	"github.com/sema-agent/sema/lane/store"
 )
 
 // Dispatch from any replica (issue L item 2). A replica that does not hold
@@ -21,56 +19,20 @@ import (
 // back byte for byte. A device held by no live replica is dispatched here,
 // and settles as a device that is not connected does.
 
-// maxRoutes bounds the routes a replica remembers (about 100 bytes each).
-const maxRoutes = 1 << 16
-
-// startCluster makes this replica's hop and forwarder, with the registry's
-// cluster secret (the first replica stores it). Only a replica with an
-// AdvertiseURL is part of a cluster.
-func (s *Server) startCluster(ctx context.Context) error {
-	if s.cfg.AdvertiseURL == "" {
-		return nil
-	}
-	secret, err := s.store.ClusterSecret(ctx, rand.Text()+rand.Text())
-	if err != nil {
-		return fmt.Errorf("lane: reading the cluster secret: %w", err)
-	}
-	s.hop, err = cluster.NewHop(secret, s.replica, s.cfg.Clock.Now)
-	if err != nil {
-		return err
-	}
-	s.peers = cluster.NewDirectory(func(ctx context.Context) ([]store.Replica, error) {
-		// Live: a heartbeat within the lease TTL, three rounds of the
-		// renewer that beats it (renewer.go).
-		return s.store.ListReplicas(ctx, s.cfg.LeaseTTL)
-	})
-	// A route is a hint the replica it names corrects (421), so it may
-	// be kept as long as a lease lasts.
-	s.routes = cluster.NewRoutes(s.cfg.LeaseTTL, maxRoutes, s.cfg.Clock.Now)
-	s.forwarder = cluster.NewForwarder(s.hop, s.log)
-	s.forwarder.Answering = func() { s.metrics.forwarded.Add(1) }
-	s.forwarder.Unknown = func(w http.ResponseWriter, r *http.Request, err error) {
-		s.log.Warn("lane: the replica holding the device failed during a forward", "path", r.URL.Path, "err", err)
-		writeError(w, errorf(http.StatusBadGateway, api.CodeOutcomeUnknown,
-			"the lane replica holding this device failed while answering; the instruction may have run, and is not dispatched again"))
-	}
-	return nil
-}
-
 // verifyHop refuses a request that carries a hop no replica of this
 // registry signed; a request without one passes. A valid hop's client
 // address becomes the request's remote address, so what the holder audits
 // names the caller, not the replica that forwarded it (issue L item 2).
-func (s *Server) verifyHop(r *http.Request) (*http.Request, *apiError) {
+func (s *API) verifyHop(r *http.Request) (*http.Request, *apiError) {
 	if !cluster.IsHop(r) {
 		return r, nil
 	}
 	if s.hop == nil {
-		return r, errorf(http.StatusForbidden, codeForbidden, "this lane is not a replica of a cluster; a forwarded request is refused")
+		return r, errorf(http.StatusForbidden, api.CodeForbidden, "this lane is not a replica of a cluster; a forwarded request is refused")
 	}
 	fwd, err := s.hop.Verify(r)
 	if err != nil {
-		return r, errorf(http.StatusForbidden, codeForbidden, "the forwarded request is not valid: %v", err)
+		return r, errorf(http.StatusForbidden, api.CodeForbidden, "the forwarded request is not valid: %v", err)
 	}
 	if fwd.ClientAddr != "" {
 		r = r.WithContext(r.Context())
@@ -86,14 +48,14 @@ func (s *Server) verifyHop(r *http.Request) (*http.Request, *apiError) {
 // forwarded again: the holder serves it, or sends it back unread when the
 // device's connection is not there (421), and the forwarding replica routes
 // it once more by the registry's word.
-func (s *Server) routed(h http.HandlerFunc) http.HandlerFunc {
+func (s *API) routed(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		switch {
 		case s.forwarder == nil:
 			h(w, r)
 		case cluster.IsHop(r):
 			s.serveHop(h, w, r)
-		case s.Presence(r.PathValue("id")).Online:
+		case s.core.Presence(r.PathValue("id")).Online:
 			h(w, r)
 		default:
 			s.forward(h, w, r)
@@ -105,10 +67,10 @@ func (s *Server) routed(h http.HandlerFunc) http.HandlerFunc {
 // unread (421 with cluster.HeaderMisdirected) when the device's connection
 // is not here: nothing is dispatched, so the sender may route it again. A
 // hop that does not verify is refused by authenticated (403).
-func (s *Server) serveHop(h http.HandlerFunc, w http.ResponseWriter, r *http.Request) {
-	if _, err := s.hop.Verify(r); err == nil && !s.Presence(r.PathValue("id")).Online {
+func (s *API) serveHop(h http.HandlerFunc, w http.ResponseWriter, r *http.Request) {
+	if _, err := s.hop.Verify(r); err == nil && !s.core.Presence(r.PathValue("id")).Online {
 		w.Header().Set(cluster.HeaderMisdirected, "1")
-		writeError(w, errorf(http.StatusMisdirectedRequest, codeUnavailable,
+		writeError(w, errorf(http.StatusMisdirectedRequest, api.CodeUnavailable,
 			"this lane replica does not hold the device's connection; nothing was dispatched"))
 		return
 	}
@@ -125,13 +87,13 @@ const replayLimit = 8 << 10
 // forward sends a request for a device not connected here to the replica
 // holding it, or serves it here when none does (it then settles as a
 // device that is not connected does).
-func (s *Server) forward(h http.HandlerFunc, w http.ResponseWriter, r *http.Request) {
+func (s *API) forward(h http.HandlerFunc, w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	held, replayable := []byte(nil), r.ContentLength >= 0 && r.ContentLength <= replayLimit
 	if replayable {
 		held = make([]byte, r.ContentLength)
 		if _, err := io.ReadFull(r.Body, held); err != nil {
-			writeError(w, errorf(http.StatusBadRequest, codeInvalidJSON, "the request body could not be read in full (%d bytes announced)", r.ContentLength))
+			writeError(w, errorf(http.StatusBadRequest, api.CodeInvalidJSON, "the request body could not be read in full (%d bytes announced)", r.ContentLength))
 			return
 		}
 	}
@@ -155,7 +117,7 @@ func (s *Server) forward(h http.HandlerFunc, w http.ResponseWriter, r *http.Requ
 			h(w, r)
 			return
 		}
-		switch s.forwarder.Forward(w, r, base, remoteAddr(r), held) {
+		switch s.forwarder.Forward(w, r, base, lane.RemoteAddr(r), held) {
 		case cluster.Answered:
 			return
 		case cluster.Unreached:
@@ -164,13 +126,13 @@ func (s *Server) forward(h http.HandlerFunc, w http.ResponseWriter, r *http.Requ
 				continue
 			}
 			s.log.Warn("lane: the replica holding the device is unreachable", "path", r.URL.Path, "replica_url", base.Redacted())
-			writeError(w, errorf(http.StatusServiceUnavailable, codeUnavailable,
+			writeError(w, errorf(http.StatusServiceUnavailable, api.CodeUnavailable,
 				"the lane replica holding this device cannot be reached; nothing was dispatched; try again"))
 			return
 		case cluster.Misdirected:
 			s.routes.Forget(id)
 			if !replayable {
-				writeError(w, errorf(http.StatusServiceUnavailable, codeUnavailable,
+				writeError(w, errorf(http.StatusServiceUnavailable, api.CodeUnavailable,
 					"the device moved to another lane replica while the request was forwarded; nothing was dispatched; try again"))
 				return
 			}
@@ -189,7 +151,7 @@ func (s *Server) forward(h http.HandlerFunc, w http.ResponseWriter, r *http.Requ
 // route is the URL of the replica to forward a device's request to, nil
 // to serve it here; remembered when it came from s.routes, not the
 // registry (fresh asks the registry).
-func (s *Server) route(ctx context.Context, deviceID string, fresh bool) (base *url.URL, remembered bool) {
+func (s *API) route(ctx context.Context, deviceID string, fresh bool) (base *url.URL, remembered bool) {
 	if !fresh {
 		if _, base, ok := s.routes.Get(deviceID); ok {
 			return base, true
@@ -206,7 +168,7 @@ func (s *Server) route(ctx context.Context, deviceID string, fresh bool) (base *
 
 // holderOf is the other live replica holding a live lease on the device,
 // by the registry, and its URL; false when there is none.
-func (s *Server) holderOf(ctx context.Context, deviceID string) (string, *url.URL, bool) {
+func (s *API) holderOf(ctx context.Context, deviceID string) (string, *url.URL, bool) {
 	dev, err := s.store.Device(ctx, deviceID)
 	if err != nil || !dev.Leased || dev.LeaseReplica == "" || dev.LeaseReplica == s.replica {
 		return "", nil, false
@@ -221,7 +183,7 @@ func (s *Server) holderOf(ctx context.Context, deviceID string) (string, *url.UR
 
 // cancelElsewhere asks every other live replica to cancel an instruction
 // this one does not know: the one that dispatched it answers 202.
-func (s *Server) cancelElsewhere(r *http.Request, id string) bool {
+func (s *API) cancelElsewhere(r *http.Request, id string) bool {
 	if s.forwarder == nil || cluster.IsHop(r) {
 		return false
 	}
@@ -230,7 +192,7 @@ func (s *Server) cancelElsewhere(r *http.Request, id string) bool {
 	}
 	path := "/v1/instructions/" + url.PathEscape(id) + "/cancel"
 	for _, rep := range s.peers.Live(s.replica) {
-		status, err := s.forwarder.Send(r.Context(), rep.AdvertiseURL, http.MethodPost, path, r.Header.Get("Authorization"), remoteAddr(r))
+		status, err := s.forwarder.Send(r.Context(), rep.AdvertiseURL, http.MethodPost, path, r.Header.Get("Authorization"), lane.RemoteAddr(r))
 		if err == nil && status == http.StatusAccepted {
 			return true
 		}

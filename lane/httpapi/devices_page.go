@@ -1,4 +1,4 @@
-package lane
+package httpapi
 
 import (
 	"context"
@@ -10,14 +10,6 @@ import (
 	"github.com/sema-agent/sema/internal/ids"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
-)
-
-// GET /v1/devices is paged: ?limit= devices at most (default
-// defaultDevicePage, at most maxDevicePage), ?after= the next of an earlier
-// answer, ?online=true only the devices connected to this replica.
-const (
-	defaultDevicePage = 500
-	maxDevicePage     = 1000
 )
 
 // deviceQueryKeys is the closed set of GET /v1/devices' query.
@@ -33,26 +25,26 @@ type deviceQuery struct {
 // parseDeviceQuery reads limit, after and online from a raw query: each at
 // most once, no other key; errors name the key and never echo a value.
 func parseDeviceQuery(raw string) (deviceQuery, *apiError) {
-	q := deviceQuery{limit: defaultDevicePage}
+	q := deviceQuery{limit: api.DefaultDevicePage}
 	field := func(format string, args ...any) (deviceQuery, *apiError) {
-		return q, errorf(http.StatusBadRequest, codeFieldInvalid, format, args...)
+		return q, errorf(http.StatusBadRequest, api.CodeFieldInvalid, format, args...)
 	}
 	values, err := parseQuery(raw)
 	if err != nil {
-		return q, errorf(http.StatusBadRequest, codeBodyShape, "the query string is malformed: %v", err)
+		return q, errorf(http.StatusBadRequest, api.CodeBodyShape, "the query string is malformed: %v", err)
 	}
 	for key, v := range values {
 		switch {
 		case !slices.Contains(deviceQueryKeys, key):
-			return q, errorf(http.StatusBadRequest, codeBodyShape, "unknown query parameter %q (the device list takes %s)", clip(key), strings.Join(deviceQueryKeys, ", "))
+			return q, errorf(http.StatusBadRequest, api.CodeBodyShape, "unknown query parameter %q (the device list takes %s)", clip(key), strings.Join(deviceQueryKeys, ", "))
 		case len(v) > 1:
-			return q, errorf(http.StatusBadRequest, codeBodyShape, "the query parameter %q is given %d times", key, len(v))
+			return q, errorf(http.StatusBadRequest, api.CodeBodyShape, "the query parameter %q is given %d times", key, len(v))
 		}
 	}
 	if v, ok := values["limit"]; ok {
 		n, err := parsePositive(v[0])
-		if err != nil || n > maxDevicePage {
-			return field("limit must be an integer from 1 to %d", maxDevicePage)
+		if err != nil || n > api.MaxDevicePage {
+			return field("limit must be an integer from 1 to %d", api.MaxDevicePage)
 		}
 		q.limit = int(n)
 	}
@@ -79,13 +71,13 @@ func validDeviceID(s string) bool {
 // devicePage reads one page of an owner's devices with their presence here,
 // and the cursor of the next page: "" when none follows. It reads one
 // device past the page to know. With online, it filters the registry's
-// pages, read maxDevicePage at a time, until it holds limit+1 connected
+// pages, read api.MaxDevicePage at a time, until it holds limit+1 connected
 // devices or reaches the end: so next is "" exactly when no connected
 // device followed at the time of reading.
-func (s *Server) devicePage(ctx context.Context, ownerID string, q deviceQuery) ([]api.Device, string, error) {
+func (s *API) devicePage(ctx context.Context, ownerID string, q deviceQuery) ([]api.Device, string, error) {
 	chunk := q.limit + 1
 	if q.online {
-		chunk = maxDevicePage
+		chunk = api.MaxDevicePage
 	}
 	out := make([]api.Device, 0, min(q.limit, 64))
 	after := q.after
@@ -114,13 +106,13 @@ func (s *Server) devicePage(ctx context.Context, ownerID string, q deviceQuery) 
 // deviceWithPresence is a device as listed: with its presence on this
 // replica, or, in a cluster, on the replica whose live lease the registry
 // shows (§8's single-replica presence, extended by issue L).
-func (s *Server) deviceWithPresence(d store.Device) api.Device {
+func (s *API) deviceWithPresence(d store.Device) api.Device {
 	v := deviceView(d)
-	p := s.Presence(d.ID)
+	p := s.core.Presence(d.ID)
 	v.Inflight = p.Inflight // also while in the reconnect grace
 	switch {
 	case p.Online:
-		v.Online, v.Gen, v.ConnectedSince = true, p.Gen.String(), wireTime(p.ConnectedSince)
+		v.Online, v.Gen, v.ConnectedSince = true, p.Gen.String(), api.WireTime(p.ConnectedSince)
 		if s.forwarder != nil {
 			v.Replica = s.replica
 		}
@@ -135,5 +127,5 @@ func (s *Server) deviceWithPresence(d store.Device) api.Device {
 
 // errAfterUnknown answers an after that names no device of the caller's.
 func errAfterUnknown() *apiError {
-	return errorf(http.StatusBadRequest, codeFieldInvalid, "after names no device of yours (pass the next of an earlier answer)")
+	return errorf(http.StatusBadRequest, api.CodeFieldInvalid, "after names no device of yours (pass the next of an earlier answer)")
 }

@@ -1,7 +1,12 @@
-package lane
+package httpapi
 
 import (
+	"crypto/ed25519"
+	"crypto/rand"
+	"encoding/base64"
+	"encoding/json"
 	"fmt"
+	"github.com/sema-agent/sema/lane"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -24,14 +29,15 @@ func (unlimited) allow(string, bucket) (bool, time.Duration, error) { return tru
 // concurrent clients, each request a first registration. The §1.1 budget
 // is per identity, so the limiter is lifted here to measure the plane.
 func benchmarkEnroll(b *testing.B, st store.Store) {
-	srv, err := New(Config{Store: st})
+	srv, err := lane.New(lane.Config{Store: st})
 	if err != nil {
 		b.Fatal(err)
 	}
-	srv.limiter = unlimited{}
-	hs := httptest.NewServer(srv.Handler())
+	a := New(srv)
+	a.limiter = unlimited{}
+	hs := httptest.NewServer(a)
 	defer hs.Close()
-	idn, key, err := CreateIdentity(b.Context(), st, "bench")
+	idn, key, err := lane.CreateIdentity(b.Context(), st, "bench")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -42,7 +48,14 @@ func benchmarkEnroll(b *testing.B, st store.Store) {
 		if _, err := st.CreateEnrollToken(b.Context(), idn.ID, store.DigestOf(tokens[i]), time.Hour); err != nil {
 			b.Fatal(err)
 		}
-		bodies[i] = enrollBody(tokens[i], newPubkey(b))
+		pub, _, err := ed25519.GenerateKey(rand.Reader)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, _ := json.Marshal(map[string]string{
+			"token": tokens[i], "pubkey": base64.StdEncoding.EncodeToString(pub), "platformOs": "linux", "workspaceRoot": "/home/u/work",
+		})
+		bodies[i] = string(body)
 	}
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	var next atomic.Int64

@@ -1,7 +1,9 @@
-package lane
+package httpapi
 
 import (
 	"encoding/json"
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/lane"
 	"maps"
 	"testing"
 	"unicode"
@@ -27,7 +29,7 @@ func FuzzIdentityAndSessionInput(f *testing.F) {
 		fields     []bodyField
 		allowEmpty bool
 	}{{identityFields, false}, {rebindFields, false}, {nil, true}}
-	codes := map[string]bool{codeInvalidJSON: true, codeBodyShape: true, codeFieldInvalid: true}
+	codes := map[string]bool{api.CodeInvalidJSON: true, api.CodeBodyShape: true, api.CodeFieldInvalid: true}
 	f.Fuzz(func(t *testing.T, body []byte, rootSessionID string) {
 		for _, b := range bodies {
 			got, aerr := parseClosedBody(body, b.fields, b.allowEmpty)
@@ -54,8 +56,8 @@ func FuzzIdentityAndSessionInput(f *testing.F) {
 				t.Fatalf("%q: the round trip %s gives %v, %v", body, again, back, aerr)
 			}
 		}
-		if checkRootSessionID(rootSessionID) == "" {
-			if len(rootSessionID) > maxRootSessionID || !utf8.ValidString(rootSessionID) {
+		if lane.CheckRootSessionID(rootSessionID) == "" {
+			if len(rootSessionID) > lane.MaxRootSessionID || !utf8.ValidString(rootSessionID) {
 				t.Fatalf("rootSessionId %q accepted", rootSessionID)
 			}
 			for _, r := range rootSessionID {

@@ -1,36 +1,34 @@
-package lane
+package httpapi
 
 import (
 	"errors"
+	"github.com/sema-agent/sema/lane"
 	"net/http"
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/store"
 )
 
-// eventSessionRebound is the audit row of an explicit rebind (§9).
-const eventSessionRebound = "session.rebound"
-
 // rebindFields is the closed body of POST /v1/sessions/{rootSessionId}/rebind.
 var rebindFields = []bodyField{{name: "deviceId", required: true, check: maxBytes(64)}}
 
 func sessionView(b store.Session) api.Session {
-	return api.Session{RootSessionID: b.RootSessionID, DeviceID: b.DeviceID, BoundAt: wireTime(b.BoundAt)}
+	return api.Session{RootSessionID: b.RootSessionID, DeviceID: b.DeviceID, BoundAt: api.WireTime(b.BoundAt)}
 }
 
 // rootSessionParam is the path's rootSessionId, or the 400 naming what is
 // wrong with it.
 func rootSessionParam(r *http.Request) (string, *apiError) {
 	id := r.PathValue("rootSessionId")
-	if problem := checkRootSessionID(id); problem != "" {
-		return "", errorf(http.StatusBadRequest, codeFieldInvalid, "rootSessionId %s", problem)
+	if problem := lane.CheckRootSessionID(id); problem != "" {
+		return "", errorf(http.StatusBadRequest, api.CodeFieldInvalid, "rootSessionId %s", problem)
 	}
 	return id, nil
 }
 
 // getSession is GET /v1/sessions/{rootSessionId}: the caller's binding, 404
 // when unbound (or bound by another identity: indistinguishable).
-func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+func (s *API) getSession(w http.ResponseWriter, r *http.Request) {
 	id, aerr := rootSessionParam(r)
 	if aerr != nil {
 		writeError(w, aerr)
@@ -39,7 +37,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 	b, err := s.store.Session(r.Context(), callerOf(r.Context()).ID, id)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		writeError(w, errorf(http.StatusNotFound, codeSessionNotFound, "root session %q is not bound to a device of yours", clip(id)))
+		writeError(w, errorf(http.StatusNotFound, api.CodeSessionNotFound, "root session %q is not bound to a device of yours", clip(id)))
 		return
 	case err != nil:
 		s.unavailable(w, r, "read session", err)
@@ -52,7 +50,7 @@ func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
 // §9's explicit change of device, which also binds an unbound session. A
 // device the caller does not own is 404 like an unknown one; a revoked
 // device is 409 (nothing could ever run there).
-func (s *Server) rebindSession(w http.ResponseWriter, r *http.Request) {
+func (s *API) rebindSession(w http.ResponseWriter, r *http.Request) {
 	id, aerr := rootSessionParam(r)
 	var f map[string]string
 	if aerr == nil {
@@ -73,7 +71,7 @@ func (s *Server) rebindSession(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "read device", err)
 		return
 	case dev.Revoked():
-		writeError(w, errorf(http.StatusConflict, codeDeviceRevoked, "device %s is revoked: a session cannot be bound to it", dev.ID))
+		writeError(w, errorf(http.StatusConflict, api.CodeDeviceRevoked, "device %s is revoked: a session cannot be bound to it", dev.ID))
 		return
 	}
 	b, err := s.store.RebindSession(r.Context(), caller.ID, id, dev.ID)
@@ -81,6 +79,6 @@ func (s *Server) rebindSession(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "rebind session", err)
 		return
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: dev.ID, Event: eventSessionRebound, RemoteAddr: remoteAddr(r)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: dev.ID, Event: lane.EventSessionRebound, RemoteAddr: lane.RemoteAddr(r)})
 	writeJSON(w, http.StatusOK, sessionView(b))
 }

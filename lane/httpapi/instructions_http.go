@@ -1,9 +1,10 @@
-package lane
+package httpapi
 
 import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"github.com/sema-agent/sema/lane"
 	"net/http"
 	"strconv"
 	"strings"
@@ -39,13 +40,13 @@ type instructionRequest struct {
 func parseInstructionRequest(body []byte, sized bool) (instructionRequest, *apiError) {
 	var req instructionRequest
 	shape := func(format string, args ...any) *apiError {
-		return errorf(http.StatusBadRequest, codeBodyShape, format, args...)
+		return errorf(http.StatusBadRequest, api.CodeBodyShape, format, args...)
 	}
 	field := func(format string, args ...any) *apiError {
-		return errorf(http.StatusBadRequest, codeFieldInvalid, format, args...)
+		return errorf(http.StatusBadRequest, api.CodeFieldInvalid, format, args...)
 	}
 	if !jsontext.Value(body).IsValid() {
-		return req, errorf(http.StatusBadRequest, codeInvalidJSON, "the request body is not valid JSON (or repeats a key)")
+		return req, errorf(http.StatusBadRequest, api.CodeInvalidJSON, "the request body is not valid JSON (or repeats a key)")
 	}
 	if jsontext.Value(body).Kind() != '{' {
 		return req, shape("the request body must be a JSON object")
@@ -195,10 +196,10 @@ func instructionArgs(req instructionRequest) (protocol.Args, *apiError) {
 		json.Unmarshal(raw, &keys)
 		for _, k := range []string{"contentLen", "sha256"} {
 			if _, ok := keys[k]; ok {
-				return nil, errorf(http.StatusBadRequest, codeFieldInvalid, "args.%s is computed by the server from contentB64", k)
+				return nil, errorf(http.StatusBadRequest, api.CodeFieldInvalid, "args.%s is computed by the server from contentB64", k)
 			}
 		}
-		// Placeholders that pass the shared args check; buildFrame replaces them.
+		// Placeholders that pass the shared args check; lane.BuildFrame replaces them.
 		// Only the object's own closing brace goes: args may end in a nested
 		// object (writeFileGuarded's expect).
 		trimmed := bytes.TrimSuffix(bytes.TrimSpace(raw), []byte("}"))
@@ -210,7 +211,7 @@ func instructionArgs(req instructionRequest) (protocol.Args, *apiError) {
 	}
 	args, err := protocol.DecodeArgs(req.Kind, raw)
 	if err != nil {
-		return nil, errorf(http.StatusBadRequest, codeFieldInvalid, "%v", err)
+		return nil, errorf(http.StatusBadRequest, api.CodeFieldInvalid, "%v", err)
 	}
 	return args, nil
 }
@@ -219,7 +220,7 @@ func instructionArgs(req instructionRequest) (protocol.Args, *apiError) {
 // anything is queued are 4xx (or 503 service.busy while the content budget
 // is full); otherwise a 200 NDJSON stream of events, flushed as they
 // happen, ending with the outcome.
-func (s *Server) postInstruction(w http.ResponseWriter, r *http.Request) {
+func (s *API) postInstruction(w http.ResponseWriter, r *http.Request) {
 	probe.Mark(probe.LaneAuthenticated)
 	in, hold, aerr := s.readInstruction(r)
 	probe.Mark(probe.LaneParsed)
@@ -237,21 +238,21 @@ func (s *Server) postInstruction(w http.ResponseWriter, r *http.Request) {
 // dispatchHTTP dispatches for the request's caller; when it cannot, it
 // answers the refusal (404, 409 session.device_mismatch, 400, 503) and
 // returns nil. release is dispatch's contentDone.
-func (s *Server) dispatchHTTP(w http.ResponseWriter, r *http.Request, deviceID string, in Instruction, release func()) *Call {
-	call, err := s.dispatch(r.Context(), deviceID, callerOf(r.Context()).ID, in, release)
+func (s *API) dispatchHTTP(w http.ResponseWriter, r *http.Request, deviceID string, in lane.Instruction, release func()) *lane.Call {
+	call, err := s.core.DispatchAs(r.Context(), deviceID, callerOf(r.Context()).ID, in, release)
 	var (
-		invalid  *InvalidInstructionError
-		mismatch *SessionMismatchError
+		invalid  *lane.InvalidInstructionError
+		mismatch *lane.SessionMismatchError
 	)
 	switch {
-	case errors.Is(err, ErrUnknownDevice):
+	case errors.Is(err, lane.ErrUnknownDevice):
 		writeError(w, deviceNotFound(deviceID))
 		return nil
 	case errors.As(err, &mismatch):
-		writeError(w, errorf(http.StatusConflict, codeSessionDeviceMismatch, "%s", mismatch.Error()))
+		writeError(w, errorf(http.StatusConflict, api.CodeSessionDeviceMismatch, "%s", mismatch.Error()))
 		return nil
 	case errors.As(err, &invalid):
-		writeError(w, errorf(http.StatusBadRequest, codeFieldInvalid, "%s", invalid.Detail))
+		writeError(w, errorf(http.StatusBadRequest, api.CodeFieldInvalid, "%s", invalid.Detail))
 		return nil
 	case err != nil:
 		s.unavailable(w, r, "dispatch", err)
@@ -263,10 +264,10 @@ func (s *Server) dispatchHTTP(w http.ResponseWriter, r *http.Request, deviceID s
 // readInstruction admits, reads and parses the body. On success the
 // returned reservation holds the decoded content (nothing for a non-write);
 // on an error nothing is held.
-func (s *Server) readInstruction(r *http.Request) (Instruction, *reservation, *apiError) {
+func (s *API) readInstruction(r *http.Request) (lane.Instruction, *reservation, *apiError) {
 	body, hold, aerr := s.readInstructionBody(r)
 	if aerr != nil {
-		return Instruction{}, nil, aerr
+		return lane.Instruction{}, nil, aerr
 	}
 	req, aerr := parseInstructionRequest(body, r.ContentLength >= 0) // only the decoded content outlives this
 	var args protocol.Args
@@ -275,13 +276,13 @@ func (s *Server) readInstruction(r *http.Request) (Instruction, *reservation, *a
 	}
 	if aerr != nil {
 		hold.release()
-		return Instruction{}, nil, aerr
+		return lane.Instruction{}, nil, aerr
 	}
 	if req.Kind.IsWrite() && req.Content == nil {
 		req.Content = []byte{}
 	}
 	hold.shrinkTo(int64(len(req.Content)))
-	return Instruction{
+	return lane.Instruction{
 		Kind: req.Kind, Args: args, Cwd: req.Cwd, ShellEnv: req.ShellEnv,
 		Timeout: time.Duration(req.TimeoutMs) * time.Millisecond, Content: req.Content, RootSessionID: req.RootSessionID,
 	}, hold, nil
@@ -289,31 +290,19 @@ func (s *Server) readInstruction(r *http.Request) (Instruction, *reservation, *a
 
 // cancelInstruction is POST /v1/instructions/{id}/cancel: 202, idempotent;
 // 404 for an id the caller does not own or the lane does not know.
-func (s *Server) cancelInstruction(w http.ResponseWriter, r *http.Request) {
+func (s *API) cancelInstruction(w http.ResponseWriter, r *http.Request) {
 	id := r.PathValue("id")
 	caller := callerOf(r.Context())
-	s.callsMu.Lock()
-	call, live := s.calls[id]
-	deviceID, remembered := s.memo.device(id)
-	if !remembered {
-		deviceID, remembered = s.neverStarted.device(id)
+	var known bool
+	switch s.core.CancelAs(r.Context(), caller.ID, id) {
+	case lane.CancelLive, lane.CancelSettled:
+		known = true // cancelled, or settled already: cancelling is a no-op
+	case lane.CancelUnknown:
+		known = s.cancelElsewhere(r, id) // another replica dispatched it, and cancels it
 	}
-	s.callsMu.Unlock()
-	switch {
-	case live && call.owner == caller.ID:
-		call.Cancel()
-	case !live && remembered && s.owns(r, caller.ID, deviceID):
-		// Settled already: cancelling is a no-op.
-	case !live && !remembered && s.cancelElsewhere(r, id):
-		// Another replica dispatched it, and cancels it.
-	default:
-		writeError(w, errorf(http.StatusNotFound, codeInstructionNotFound, "no instruction %q of yours is known to this lane", clip(id)))
+	if !known {
+		writeError(w, errorf(http.StatusNotFound, api.CodeInstructionNotFound, "no instruction %q of yours is known to this lane", clip(id)))
 		return
 	}
 	writeJSON(w, http.StatusAccepted, api.CancelResponse{InstructionID: id})
-}
-
-func (s *Server) owns(r *http.Request, identityID, deviceID string) bool {
-	d, err := s.store.Device(r.Context(), deviceID)
-	return err == nil && d.OwnerID == identityID
 }

@@ -1,10 +1,13 @@
-package lane
+package httpapi
 
 import (
 	"bufio"
 	"context"
 	"errors"
+	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/store/sqlite"
 	"io"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -20,15 +23,22 @@ import (
 // eviction of idle keep-alives, WebSockets not counting once upgraded, and
 // the idle timeout.
 
-// limitedLane is a wsLane served by an http.Server under limits. Its
-// enroll goes through the unlimited server of newWSLane, so that the
-// limited one sees only the connections a test opens.
+// limitedLane is a lane served by an http.Server under limits.
 func limitedLane(t *testing.T, limits HTTPLimits, tls bool) (*limited, *connLimiter, *httptest.Server) {
 	t.Helper()
-	l := &limited{wsLane: newWSLane(t)}
-	l.plainURL = l.url
-	hs := httptest.NewUnstartedServer(l.srv.Handler())
-	ln, err := l.srv.LimitHTTP(hs.Config, hs.Listener, limits)
+	st, err := sqlite.Open(t.Context(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	srv, err := lane.New(lane.Config{Store: st, Logger: slog.New(slog.DiscardHandler), HandshakeDeadline: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	l := &limited{API: New(srv)}
+	hs := httptest.NewUnstartedServer(l)
+	ln, err := l.LimitHTTP(hs.Config, hs.Listener, limits)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,17 +54,38 @@ func limitedLane(t *testing.T, limits HTTPLimits, tls bool) (*limited, *connLimi
 }
 
 type limited struct {
-	*wsLane
-	plainURL string
+	*API
+	url string
 }
 
-// enroll enrolls a fake device over the unlimited server.
-func (l *limited) enroll() *fakeDevice {
-	l.t.Helper()
-	limitedURL := l.url
-	l.url = l.plainURL
-	defer func() { l.url = limitedURL }()
-	return l.wsLane.enroll()
+// dialWS opens a WebSocket to the lane through the limited server; the
+// handshake is never begun, so the socket stays as it was upgraded.
+func (l *limited) dialWS(t *testing.T, hs *httptest.Server) (*websocket.Conn, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
+	defer cancel()
+	url := "ws" + strings.TrimPrefix(hs.URL, "http") + l.cfg.WSPath
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: hs.Client()})
+	if err == nil {
+		t.Cleanup(func() { ws.CloseNow() })
+	}
+	return ws, err
+}
+
+// waitBound is the failure bound of every wait: reaching it fails the test;
+// nothing waits for it to pass.
+const waitBound = 10 * time.Second
+
+// eventually polls cond until it holds; reaching waitBound fails the test.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", waitBound, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
 
 // rawConn is a TCP connection speaking HTTP/1.1 by hand.
@@ -117,7 +148,7 @@ func (l *connLimiter) idleConns() int {
 func wantConns(t *testing.T, l *limited, open int64, refused uint64) {
 	t.Helper()
 	eventually(t, "the connection counts", func() bool {
-		m := l.srv.Metrics()
+		m := l.Metrics()
 		return m.HTTPConns == open && m.HTTPConnsRefused == refused
 	})
 }
@@ -148,15 +179,23 @@ func TestConnCapClosesTheExtraConnectionAtOnce(t *testing.T) {
 // ReadHeaderTimeout) are never closed for a newcomer, so when they fill the
 // cap a WebSocket dial is refused like any other.
 func TestConnCapGivesWayToWebSockets(t *testing.T) {
-	l, cl, _ := limitedLane(t, HTTPLimits{MaxConns: 2}, false)
+	l, cl, hs := limitedLane(t, HTTPLimits{MaxConns: 2}, false)
 	oldest, newer := dialRaw(t, l.url), dialRaw(t, l.url)
 	oldest.get()
 	eventually(t, "the first keep-alive to be idle", func() bool { return cl.idleConns() == 1 })
 	newer.get()
 	eventually(t, "both keep-alives to be idle", func() bool { return cl.idleConns() == 2 })
 
-	fd := l.enroll()
-	fd.establish() // over a connection the cap lets in by closing oldest
+	ws, err := l.dialWS(t, hs) // over a connection the cap lets in by closing oldest
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lane's challenge is its one message before a hello: read it,
+	// then keep reading (pings need a reader) until the test ends.
+	if _, _, err := ws.Read(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ws.CloseRead(t.Context())
 	oldest.waitClosed("the longest-idle keep-alive")
 	wantConns(t, l, 1, 0) // newer is idle again; the WebSocket does not count
 
@@ -176,16 +215,18 @@ func TestConnCapGivesWayToWebSockets(t *testing.T) {
 	b := dialRaw(t, l.url)
 	fresh.waitClosed("the idle keep-alive before b")
 	wantConns(t, l, 2, 0)
-	if ws, _, err := l.dialRaw(); err == nil {
+	if ws, err := l.dialWS(t, hs); err == nil {
 		ws.CloseNow()
 		t.Fatal("a WebSocket dial got through a cap full of connections that are not idle")
 	}
 	wantConns(t, l, 2, 1)
 	a.get()
 	b.get()
-	// The device's WebSocket was never touched.
-	if got := l.connState(fd.id); got != connActive {
-		t.Fatalf("the device's connection is %v", got)
+	// The first WebSocket was never touched.
+	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
+	defer cancel()
+	if err := ws.Ping(ctx); err != nil {
+		t.Fatalf("the first WebSocket: %v", err)
 	}
 }
 
@@ -195,7 +236,7 @@ func TestConnCapReleasesAnUpgradedSocketUnderTLS(t *testing.T) {
 	l, _, hs := limitedLane(t, HTTPLimits{MaxConns: 1}, true)
 	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
 	defer cancel()
-	ws, _, err := websocket.Dial(ctx, "wss"+strings.TrimPrefix(hs.URL, "https")+l.srv.cfg.WSPath, &websocket.DialOptions{HTTPClient: hs.Client()})
+	ws, _, err := websocket.Dial(ctx, "wss"+strings.TrimPrefix(hs.URL, "https")+l.cfg.WSPath, &websocket.DialOptions{HTTPClient: hs.Client()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,18 +264,18 @@ func TestIdleTimeoutClosesAKeepAliveConnection(t *testing.T) {
 }
 
 func TestHTTPLimitsRefuseNonsense(t *testing.T) {
-	l := newWSLane(t)
+	l, _, _ := limitedLane(t, HTTPLimits{}, false)
 	for _, bad := range []HTTPLimits{{MaxConns: -1}, {IdleTimeout: -time.Second}, {ReadHeaderTimeout: -1}} {
 		ln, _ := net.Listen("tcp", "127.0.0.1:0")
 		defer ln.Close()
-		if _, err := l.srv.LimitHTTP(&http.Server{}, ln, bad); err == nil {
+		if _, err := l.LimitHTTP(&http.Server{}, ln, bad); err == nil {
 			t.Errorf("%+v accepted", bad)
 		}
 	}
 	hs := &http.Server{}
 	ln, _ := net.Listen("tcp", "127.0.0.1:0")
 	defer ln.Close()
-	if _, err := l.srv.LimitHTTP(hs, ln, HTTPLimits{}); err != nil || hs.IdleTimeout != DefaultIdleTimeout || hs.ReadHeaderTimeout != DefaultReadHeaderTimeout {
+	if _, err := l.LimitHTTP(hs, ln, HTTPLimits{}); err != nil || hs.IdleTimeout != DefaultIdleTimeout || hs.ReadHeaderTimeout != DefaultReadHeaderTimeout {
 		t.Fatalf("defaults: %v, idle %v, header %v", err, hs.IdleTimeout, hs.ReadHeaderTimeout)
 	}
 }

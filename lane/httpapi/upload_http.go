@@ -1,8 +1,9 @@
-package lane
+package httpapi
 
 import (
 	"encoding/json"
 	"errors"
+	"github.com/sema-agent/sema/lane"
 	"io"
 	"math"
 	"net/http"
@@ -35,7 +36,7 @@ import (
 // not return while that goroutine may still read the body: once the call
 // has settled (or the client went away) it makes any pending read fail and
 // waits for the lane to let go of the content.
-func (s *Server) postWrite(w http.ResponseWriter, r *http.Request) {
+func (s *API) postWrite(w http.ResponseWriter, r *http.Request) {
 	q, aerr := parseWriteQuery(r.URL.RawQuery)
 	if aerr == nil && r.ContentLength < 0 {
 		aerr = lengthRequired("a streamed write's body")
@@ -67,7 +68,7 @@ func (s *Server) postWrite(w http.ResponseWriter, r *http.Request) {
 		defer held.release() // the call settled first: its outcome is the answer
 		w = held
 	}
-	in := Instruction{
+	in := lane.Instruction{
 		Kind: q.kind, Args: q.args, Timeout: time.Duration(q.timeoutMs) * time.Millisecond, RootSessionID: q.rootSessionID,
 		ContentStream: body, ContentLen: r.ContentLength, ContentSHA256: q.sha256,
 	}
@@ -183,20 +184,20 @@ func (h *heldAnswer) release() {
 // budget: its one part buffer and the frame that carries it (base64 and
 // the frame's fields), so that uploads, however many and however large,
 // stay within Config.MaxBufferedContent.
-func (s *Server) uploadReservation() int64 {
+func (s *API) uploadReservation() int64 {
 	part := s.cfg.PayloadPartBytes
 	return int64(part + b64.EncodedLen(part) + 1024)
 }
 
 // ownedDevice refuses a device the caller does not own (404, as for one
 // that does not exist), before anything of the body is read.
-func (s *Server) ownedDevice(r *http.Request, deviceID, owner string) *apiError {
+func (s *API) ownedDevice(r *http.Request, deviceID, owner string) *apiError {
 	d, err := s.store.Device(r.Context(), deviceID)
 	switch {
 	case errors.Is(err, store.ErrNotFound) || (err == nil && d.OwnerID != owner):
 		return deviceNotFound(deviceID)
 	case err != nil:
-		e := errorf(http.StatusServiceUnavailable, codeUnavailable, "the device registry is unavailable; retry later")
+		e := errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "the device registry is unavailable; retry later")
 		e.retryAfter = busyRetryAfter
 		return e
 	}
@@ -204,13 +205,13 @@ func (s *Server) ownedDevice(r *http.Request, deviceID, owner string) *apiError 
 }
 
 func deviceNotFound(id string) *apiError {
-	return errorf(http.StatusNotFound, codeDeviceNotFound, "you have no device %q", clip(id))
+	return errorf(http.StatusNotFound, api.CodeDeviceNotFound, "you have no device %q", clip(id))
 }
 
 // writeQuery is the instruction of a streamed write, from its query.
 type writeQuery struct {
 	kind          protocol.InstructionKind
-	args          protocol.WriteArgs // contentLen and sha256 are placeholders; buildFrame fills them
+	args          protocol.WriteArgs // contentLen and sha256 are placeholders; lane.BuildFrame fills them
 	timeoutMs     int64
 	sha256        protocol.Digest
 	rootSessionID string
@@ -229,10 +230,10 @@ var uploadQueryKeys = []string{"kind", "path", "timeoutMs", "sha256", "expect", 
 func parseWriteQuery(raw string) (writeQuery, *apiError) {
 	var q writeQuery
 	shape := func(format string, args ...any) (writeQuery, *apiError) {
-		return q, errorf(http.StatusBadRequest, codeBodyShape, format, args...)
+		return q, errorf(http.StatusBadRequest, api.CodeBodyShape, format, args...)
 	}
 	field := func(format string, args ...any) (writeQuery, *apiError) {
-		return q, errorf(http.StatusBadRequest, codeFieldInvalid, format, args...)
+		return q, errorf(http.StatusBadRequest, api.CodeFieldInvalid, format, args...)
 	}
 	values, err := parseQuery(raw)
 	if err != nil {
@@ -298,7 +299,7 @@ func parseWriteQuery(raw string) (writeQuery, *apiError) {
 // checked to be one JSON object before it is put in.
 func uploadArgs(kind protocol.InstructionKind, path, expect string, hasExpect bool) (protocol.WriteArgs, *apiError) {
 	field := func(format string, args ...any) (protocol.WriteArgs, *apiError) {
-		return protocol.WriteArgs{}, errorf(http.StatusBadRequest, codeFieldInvalid, format, args...)
+		return protocol.WriteArgs{}, errorf(http.StatusBadRequest, api.CodeFieldInvalid, format, args...)
 	}
 	if !utf8.ValidString(path) {
 		return field("path must be valid UTF-8")

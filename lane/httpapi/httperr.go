@@ -1,4 +1,4 @@
-package lane
+package httpapi
 
 import (
 	"encoding/json"
@@ -8,31 +8,6 @@ import (
 	"time"
 
 	"github.com/sema-agent/sema/api"
-)
-
-// Error codes of the management plane (§1.1's table), defined in api.
-const (
-	codeInvalidJSON         = api.CodeInvalidJSON
-	codeBodyShape           = api.CodeBodyShape
-	codeFieldInvalid        = api.CodeFieldInvalid
-	codeBodyTooLarge        = api.CodeBodyTooLarge
-	codeForbidden           = api.CodeForbidden
-	codeEnrollmentInvalid   = api.CodeEnrollmentInvalid
-	codeDeviceNotFound      = api.CodeDeviceNotFound
-	codeInstructionNotFound = api.CodeInstructionNotFound
-	codeRateExceeded        = api.CodeRateExceeded
-	codeLaneRequired        = api.CodeLaneRequired
-	codeUnavailable         = api.CodeUnavailable
-	codeBusy                = api.CodeBusy
-	codeLengthRequired      = api.CodeLengthRequired
-	// Issue K: identities, API keys, sessions.
-	codeSessionDeviceMismatch = api.CodeSessionDeviceMismatch
-	codeSessionNotFound       = api.CodeSessionNotFound
-	codeAPIKeyNotFound        = api.CodeAPIKeyNotFound
-	codeLastAdminKey          = api.CodeLastAdminKey
-	codeDeviceRevoked         = api.CodeDeviceRevoked
-	// Issue L: a lease another replica asks for.
-	codeDeviceConnected = api.CodeDeviceConnected
 )
 
 // apiError is an error answer, sent as api.Error.
@@ -54,8 +29,8 @@ func errorf(status int, code, format string, args ...any) *apiError {
 // byte-identical on the wire, so that "expired", "unknown", "someone
 // else's" and "used with another key" cannot be told apart.
 var enrollmentInvalidBody = mustJSON(api.Error{
-	Code:    codeEnrollmentInvalid,
-	Message: "Enrollment was refused. The token may have expired, may already have been used by another device, or may have been issued to a different account. Ask for a new enrollment token and try again.",
+	Code:    api.CodeEnrollmentInvalid,
+	Message: api.EnrollmentInvalidText,
 })
 
 func mustJSON(v any) []byte {

@@ -1,9 +1,9 @@
-package lane
+package httpapi
 
 import (
-	"crypto/rand"
 	"encoding/base64"
 	"errors"
+	"github.com/sema-agent/sema/lane"
 	"net/http"
 	"strconv"
 	"time"
@@ -14,27 +14,9 @@ import (
 	"github.com/sema-agent/sema/protocol"
 )
 
-// Audit events of the enrollment plane.
-const (
-	eventTokenIssued    = "device.enroll_token_issued"
-	eventEnrolled       = "device.enrolled"
-	eventEnrollReplayed = "device.enroll_replayed"
-	eventEnrollRefused  = "device.enroll_refused"
-	eventRateLimited    = "device.enroll_rate_limited"
-	eventRevoked        = "device.revoked"
-)
-
-// newSecret returns prefix and 256 random bits, base64url: an enrollment
-// token or an API key. Only its digest is ever stored.
-func newSecret(prefix string) string {
-	b := make([]byte, 32)
-	rand.Read(b) // never fails (crypto/rand, Go 1.24+)
-	return prefix + base64.RawURLEncoding.EncodeToString(b)
-}
-
 // rateLimited applies the §1.1 budget, failing closed, before the body or
 // the token is looked at: a refused attempt never consumes a token.
-func (s *Server) rateLimited(w http.ResponseWriter, r *http.Request, b bucket) bool {
+func (s *API) rateLimited(w http.ResponseWriter, r *http.Request, b bucket) bool {
 	caller := callerOf(r.Context())
 	ok, wait, err := s.limiter.allow(caller.ID, b)
 	if err != nil {
@@ -44,15 +26,15 @@ func (s *Server) rateLimited(w http.ResponseWriter, r *http.Request, b bucket) b
 	if ok {
 		return false
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: eventRateLimited, Reason: string(b), RemoteAddr: remoteAddr(r)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: lane.EventRateLimited, Reason: string(b), RemoteAddr: lane.RemoteAddr(r)})
 	w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(wait), 10))
-	writeError(w, errorf(http.StatusTooManyRequests, codeRateExceeded, "over the enrollment budget of %d requests per %d s; wait out retry-after", enrollRateLimit, int(enrollRateWindow.Seconds())))
+	writeError(w, errorf(http.StatusTooManyRequests, api.CodeRateExceeded, "over the enrollment budget of %d requests per %d s; wait out retry-after", enrollRateLimit, int(enrollRateWindow.Seconds())))
 	return true
 }
 
 // issueEnrollToken is POST /v1/devices/enroll-tokens: a closed empty body,
 // the plaintext token exactly once, issued to the caller.
-func (s *Server) issueEnrollToken(w http.ResponseWriter, r *http.Request) {
+func (s *API) issueEnrollToken(w http.ResponseWriter, r *http.Request) {
 	if s.rateLimited(w, r, bucketIssue) {
 		return
 	}
@@ -65,14 +47,14 @@ func (s *Server) issueEnrollToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller := callerOf(r.Context())
-	token := newSecret("set_")
+	token := lane.NewSecret("set_")
 	tok, err := s.store.CreateEnrollToken(r.Context(), caller.ID, store.DigestOf(token), s.cfg.TokenTTL)
 	if err != nil {
 		s.unavailable(w, r, "issue enroll token", err)
 		return
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: eventTokenIssued, RemoteAddr: remoteAddr(r)})
-	writeJSON(w, http.StatusOK, api.EnrollTokenResponse{Token: token, ExpiresAt: wireTime(tok.ExpiresAt), TTLSec: int64(tok.TTL / time.Second)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: lane.EventTokenIssued, RemoteAddr: lane.RemoteAddr(r)})
+	writeJSON(w, http.StatusOK, api.EnrollTokenResponse{Token: token, ExpiresAt: api.WireTime(tok.ExpiresAt), TTLSec: int64(tok.TTL / time.Second)})
 }
 
 // enrollFields is the closed body of POST /v1/devices/enroll (§1.1).
@@ -116,7 +98,7 @@ func checkPubkey(v string) string {
 }
 
 // enroll is POST /v1/devices/enroll, answering every row of §1.1's table.
-func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
+func (s *API) enroll(w http.ResponseWriter, r *http.Request) {
 	if s.rateLimited(w, r, bucketRegister) {
 		return
 	}
@@ -139,17 +121,17 @@ func (s *Server) enroll(w http.ResponseWriter, r *http.Request) {
 	var refused *store.EnrollRefusedError
 	switch {
 	case errors.As(err, &refused):
-		s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: eventEnrollRefused, Reason: string(refused.Reason), RemoteAddr: remoteAddr(r)})
+		s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: lane.EventEnrollRefused, Reason: string(refused.Reason), RemoteAddr: lane.RemoteAddr(r)})
 		writeBody(w, http.StatusForbidden, enrollmentInvalidBody)
 		return
 	case err != nil:
 		s.unavailable(w, r, "register device", err)
 		return
 	}
-	event := eventEnrolled
+	event := lane.EventEnrolled
 	if !created {
-		event = eventEnrollReplayed // §1.1: the same 200 and deviceId as the first time
+		event = lane.EventEnrollReplayed // §1.1: the same 200 and deviceId as the first time
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: dev.ID, Event: event, RemoteAddr: remoteAddr(r)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: dev.ID, Event: event, RemoteAddr: lane.RemoteAddr(r)})
 	writeJSON(w, http.StatusOK, api.EnrollResponse{DeviceID: dev.ID})
 }

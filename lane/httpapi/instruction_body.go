@@ -1,6 +1,7 @@
-package lane
+package httpapi
 
 import (
+	"github.com/sema-agent/sema/api"
 	"io"
 	"net/http"
 	"strings"
@@ -54,13 +55,13 @@ func maxInstructionBody(limit int64) int64 {
 // readInstructionBody admits the request's body against the budget and
 // reads it. On success the caller owns the reservation; on an error
 // nothing is held.
-func (s *Server) readInstructionBody(r *http.Request) ([]byte, *reservation, *apiError) {
+func (s *API) readInstructionBody(r *http.Request) ([]byte, *reservation, *apiError) {
 	n := r.ContentLength
 	if n < 0 {
 		return s.readUnsizedBody(r)
 	}
 	if limit := maxInstructionBody(s.budget.limit); n > limit {
-		return nil, nil, errorf(http.StatusRequestEntityTooLarge, codeBodyTooLarge,
+		return nil, nil, errorf(http.StatusRequestEntityTooLarge, api.CodeBodyTooLarge,
 			"the request body is %d bytes, over this lane's limit of %d bytes (the body and its decoded content must fit the %d-byte buffered-content budget)",
 			n, limit, s.budget.limit)
 	}
@@ -73,14 +74,14 @@ func (s *Server) readInstructionBody(r *http.Request) ([]byte, *reservation, *ap
 	body := make([]byte, n)
 	if _, err := io.ReadFull(r.Body, body); err != nil {
 		hold.release()
-		return nil, nil, errorf(http.StatusBadRequest, codeInvalidJSON, "the request body could not be read in full (%d bytes announced)", n)
+		return nil, nil, errorf(http.StatusBadRequest, api.CodeInvalidJSON, "the request body could not be read in full (%d bytes announced)", n)
 	}
 	return body, hold, nil
 }
 
 // readUnsizedBody reads a body without Content-Length, up to
 // noLengthBodyLimit.
-func (s *Server) readUnsizedBody(r *http.Request) ([]byte, *reservation, *apiError) {
+func (s *API) readUnsizedBody(r *http.Request) ([]byte, *reservation, *apiError) {
 	hold, ok := s.budget.reserve(noLengthBodyLimit)
 	if !ok {
 		return nil, nil, s.busy(r, noLengthBodyLimit+1)
@@ -89,7 +90,7 @@ func (s *Server) readUnsizedBody(r *http.Request) ([]byte, *reservation, *apiErr
 	switch {
 	case err != nil:
 		hold.release()
-		return nil, nil, errorf(http.StatusBadRequest, codeInvalidJSON, "the request body could not be read")
+		return nil, nil, errorf(http.StatusBadRequest, api.CodeInvalidJSON, "the request body could not be read")
 	case len(body) > noLengthBodyLimit:
 		hold.release()
 		return nil, nil, lengthRequired("a request body over %d bytes", noLengthBodyLimit)
@@ -104,19 +105,19 @@ func (s *Server) readUnsizedBody(r *http.Request) ([]byte, *reservation, *apiErr
 // instead of the answer if the server closed it unread: the body (at most
 // n bytes, within the cap) is read and thrown away first, which holds no
 // memory.
-func (s *Server) busy(r *http.Request, n int64) *apiError {
+func (s *API) busy(r *http.Request, n int64) *apiError {
 	s.metrics.contentBusy.Add(1)
 	if !strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
 		io.CopyN(io.Discard, r.Body, n)
 	}
-	e := errorf(http.StatusServiceUnavailable, codeBusy, "the lane holds as much write content as it may at once; retry after %d s", int(busyRetryAfter.Seconds()))
+	e := errorf(http.StatusServiceUnavailable, api.CodeBusy, "the lane holds as much write content as it may at once; retry after %d s", int(busyRetryAfter.Seconds()))
 	e.retryAfter = busyRetryAfter
 	return e
 }
 
 // lengthRequired is 411: what was sent must announce its length.
 func lengthRequired(what string, args ...any) *apiError {
-	e := errorf(http.StatusLengthRequired, codeLengthRequired, what, args...)
+	e := errorf(http.StatusLengthRequired, api.CodeLengthRequired, what, args...)
 	e.Message += " must carry Content-Length"
 	return e
 }

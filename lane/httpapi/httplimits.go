@@ -1,4 +1,4 @@
-package lane
+package httpapi
 
 import (
 	"container/list"
@@ -59,7 +59,7 @@ func (l HTTPLimits) withDefaults() (HTTPLimits, error) {
 // ServeTLS). The cap counts connections from Accept to Close, less the
 // hijacked ones (hs.ConnState sees them hijacked); a listener is tied to
 // the http.Server given here.
-func (s *Server) LimitHTTP(hs *http.Server, ln net.Listener, limits HTTPLimits) (net.Listener, error) {
+func (s *API) LimitHTTP(hs *http.Server, ln net.Listener, limits HTTPLimits) (net.Listener, error) {
 	limits, err := limits.withDefaults()
 	if err != nil {
 		return nil, err
@@ -83,7 +83,7 @@ func (s *Server) LimitHTTP(hs *http.Server, ln net.Listener, limits HTTPLimits) 
 type connLimiter struct {
 	net.Listener
 	max     int
-	metrics *metrics
+	metrics *httpMetrics
 
 	mu   sync.Mutex
 	open int
