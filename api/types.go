@@ -300,3 +300,41 @@ const (
 // WireTime is how the API writes a time: RFC 3339 UTC with milliseconds,
 // as JavaScript's toISOString writes it.
 func WireTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// CapabilitiesResponse is the answer of GET /v1/capabilities when the
+// deployment runs the device lane; one that does not answers
+// {"deviceExecutor": false}.
+type CapabilitiesResponse struct {
+	DeviceExecutor Capabilities `json:"deviceExecutor"`
+}
+
+// Capabilities is GET /v1/capabilities's deviceExecutor object: an
+// executor reads wsPath from it, never a path of its own (§1).
+type Capabilities struct {
+	Enabled              bool            `json:"enabled"`
+	ProtocolVersion      int             `json:"protocolVersion"`
+	MaxInflightPerDevice int             `json:"maxInflightPerDevice"`
+	WSPath               string          `json:"wsPath"`
+	Management           ManagementPaths `json:"management"`
+}
+
+// ManagementPaths tells clients where the management verbs are.
+type ManagementPaths struct {
+	EnrollTokens string `json:"enrollTokens"`
+	Enroll       string `json:"enroll"`
+	Devices      string `json:"devices"`
+	MCP          string `json:"mcp"`
+	Identities   string `json:"identities"`
+	APIKeys      string `json:"apiKeys"`
+	Sessions     string `json:"sessions"`
+}
+
+// EnrollRequest is the closed body of POST /v1/devices/enroll (§1.1).
+type EnrollRequest struct {
+	Token         string `json:"token"`
+	Pubkey        string `json:"pubkey"`
+	PlatformOS    string `json:"platformOs"`
+	PlatformArch  string `json:"platformArch,omitempty"`
+	DisplayName   string `json:"displayName,omitempty"`
+	WorkspaceRoot string `json:"workspaceRoot"`
+}

@@ -55,16 +55,6 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// enrollBody is the closed body of POST /v1/devices/enroll (§1.1).
-type enrollBody struct {
-	Token         string `json:"token"`
-	Pubkey        string `json:"pubkey"`
-	PlatformOS    string `json:"platformOs"`
-	PlatformArch  string `json:"platformArch,omitempty"`
-	DisplayName   string `json:"displayName,omitempty"`
-	WorkspaceRoot string `json:"workspaceRoot"`
-}
-
 // EnrollOptions is one `sema device enroll`.
 type EnrollOptions struct {
 	Server        string // the lane's base URL
@@ -151,7 +141,7 @@ func enrollInto(ctx context.Context, o EnrollOptions, base, ws string) (Record, 
 	if err != nil {
 		return rec, err
 	}
-	body, err := json.Marshal(enrollBody{
+	body, err := json.Marshal(api.EnrollRequest{
 		Token:         o.Token,
 		Pubkey:        base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey)),
 		PlatformOS:    o.GOOS,

@@ -43,7 +43,7 @@ func TestRefusalRowsCarryTheRemoteAddressAndAreCounted(t *testing.T) {
 	if r.status != http.StatusForbidden {
 		t.Fatalf("enrolling with an unknown token: %d", r.status)
 	}
-	enroll := l.auditRows(store.AuditFilter{Event: EventEnrollRefused})
+	enroll := l.auditRows(store.AuditFilter{Event: string(EventEnrollRefused)})
 	if len(enroll) != 1 || enroll[0].RemoteAddr != "127.0.0.1" {
 		t.Fatalf("enroll_refused rows %+v; want one from 127.0.0.1", enroll)
 	}

@@ -89,7 +89,7 @@ func TestTheAuditorLosesNoRowOf15000Queued(t *testing.T) {
 	if got := auditRowCount(t, st, "WHERE event = 'device.connected'"); got != n+1 {
 		t.Fatalf("%d of %d rows written", got, n+1)
 	}
-	if dropped := auditRowCount(t, st, "WHERE event = '"+eventAuditDropped+"'"); dropped != 0 || a.droppedTotal.Load() != 0 {
+	if dropped := auditRowCount(t, st, "WHERE event = '"+string(EventAuditDropped)+"'"); dropped != 0 || a.droppedTotal.Load() != 0 {
 		t.Fatalf("%d drop rows, %d dropped; want none", dropped, a.droppedTotal.Load())
 	}
 }
@@ -112,7 +112,7 @@ func TestADropIsAnAuditRowAndAMetric(t *testing.T) {
 	if got := auditRowCount(t, st, "WHERE event = 'device.connected'"); got != 11 {
 		t.Fatalf("%d rows written, want the one being written and the 10 queued", got)
 	}
-	drops := l.auditRows(store.AuditFilter{Event: eventAuditDropped})
+	drops := l.auditRows(store.AuditFilter{Event: string(EventAuditDropped)})
 	if len(drops) != 1 || drops[0].Count != 15 || drops[0].Reason != dropQueueFull {
 		t.Fatalf("drop rows %+v, want one counting 15, reason %s", drops, dropQueueFull)
 	}

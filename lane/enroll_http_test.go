@@ -116,7 +116,7 @@ func TestEnrollFourRefusalsAreByteIdentical(t *testing.T) {
 	if m := (response{body: bodies[0]}).json(t); m["errorCode"] != "device.enrollment_invalid" || !strings.Contains(m["message"].(string), "Ask for a new enrollment token") {
 		t.Errorf("refusal body %s", bodies[0])
 	}
-	rows := l.auditRows(store.AuditFilter{Event: EventEnrollRefused})
+	rows := l.auditRows(store.AuditFilter{Event: string(EventEnrollRefused)})
 	var reasons []string
 	for _, e := range rows {
 		reasons = append(reasons, e.Reason)

@@ -233,7 +233,7 @@ func TestEnrollWithATokenIssuedToAnotherIdentity(t *testing.T) {
 	if r.status != 403 || !bytes.Equal(r.body, enrollmentInvalidBody()) {
 		t.Fatalf("bob enrolling with the admin's token: %d %s, want 403 %s", r.status, r.body, enrollmentInvalidBody())
 	}
-	rows := l.auditRows(store.AuditFilter{Event: EventEnrollRefused})
+	rows := l.auditRows(store.AuditFilter{Event: string(EventEnrollRefused)})
 	if len(rows) != 1 || rows[0].Reason != string(store.RefusedWrongIdentity) || rows[0].IdentityID != bob.IdentityID {
 		t.Fatalf("audit rows %+v, want one token_wrong_identity for bob", rows)
 	}

@@ -240,7 +240,7 @@ func TestDevicesListAndRevoke(t *testing.T) {
 	if d, _ := l.store.Device(t.Context(), bobs); d.Revoked() {
 		t.Fatal("bob's device was revoked")
 	}
-	rows := l.auditRows(store.AuditFilter{DeviceID: mine, Event: EventRevoked})
+	rows := l.auditRows(store.AuditFilter{DeviceID: mine, Event: string(EventRevoked)})
 	if len(rows) != 2 {
 		t.Fatalf("%d revoke audit rows, want 2", len(rows))
 	}

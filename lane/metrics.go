@@ -63,14 +63,14 @@ func outcomeLabel(o protocol.Outcome) string {
 
 // refusals maps the audit events that record a refusal to the metric's
 // "what" label.
-var refusals = map[string]string{
-	"device.hello_rejected":    "hello",
-	"device.frame_rejected":    "frame",
-	"device.upgrade_refused":   "upgrade",
-	"device.handshake_timeout": "handshake",
-	"device.outcome_refused":   "outcome",
-	EventEnrollRefused:         "enroll",
-	EventRateLimited:           "enroll_rate",
+var refusals = map[EventName]string{
+	EventHelloRejected:    "hello",
+	EventFrameRejected:    "frame",
+	EventUpgradeRefused:   "upgrade",
+	EventHandshakeTimeout: "handshake",
+	EventOutcomeRefused:   "outcome",
+	EventEnrollRefused:    "enroll",
+	EventRateLimited:      "enroll_rate",
 }
 
 // Count is one labelled counter value of a Metrics snapshot.
@@ -133,7 +133,7 @@ func (s *Server) Metrics() Metrics {
 		m.Dispatches = append(m.Dispatches, Count{Labels: k, Value: v})
 	}
 	for k, v := range s.metrics.audited {
-		if what, ok := refusals[k[0]]; ok {
+		if what, ok := refusals[EventName(k[0])]; ok {
 			m.Refusals = append(m.Refusals, Count{Labels: [2]string{what, k[1]}, Value: v})
 		} else {
 			m.Events = append(m.Events, Count{Labels: k, Value: v})

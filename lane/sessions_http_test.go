@@ -156,7 +156,7 @@ func TestRebindMovesTheSession(t *testing.T) {
 		t.Fatalf("the new device: %d %s", r.status, r.body)
 	}
 	wantError(t, l.submit(d1.id, l.ownerKey, sessionExec("rs_1")), 409, "session.device_mismatch", d2.id)
-	if rows := l.auditRows(store.AuditFilter{Event: EventSessionRebound}); len(rows) != 1 || rows[0].DeviceID != d2.id {
+	if rows := l.auditRows(store.AuditFilter{Event: string(EventSessionRebound)}); len(rows) != 1 || rows[0].DeviceID != d2.id {
 		t.Fatalf("rebind audit rows %+v", rows)
 	}
 }

@@ -16,7 +16,7 @@ import (
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	remote := remoteAddr(r)
 	if reason := s.enterPreAuth(remote); reason != "" {
-		s.audit(r.Context(), store.AuditEvent{Event: "device.upgrade_refused", Reason: reason, RemoteAddr: remote})
+		s.audit(r.Context(), store.AuditEvent{Event: string(EventUpgradeRefused), Reason: reason, RemoteAddr: remote})
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the lane is draining or at its pre-auth connection cap", http.StatusServiceUnavailable)
 		return

@@ -63,7 +63,7 @@ func (s *API) revokeDevice(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "revoke device", err)
 		return
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: d.ID, Event: lane.EventRevoked, RemoteAddr: lane.RemoteAddr(r)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: d.ID, Event: string(lane.EventRevoked), RemoteAddr: lane.RemoteAddr(r)})
 	s.core.Revoke(d.ID) // R13: bye revoked, work in flight written off
 	writeJSON(w, http.StatusOK, deviceView(d))
 }

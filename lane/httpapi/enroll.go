@@ -26,7 +26,7 @@ func (s *API) rateLimited(w http.ResponseWriter, r *http.Request, b bucket) bool
 	if ok {
 		return false
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: lane.EventRateLimited, Reason: string(b), RemoteAddr: lane.RemoteAddr(r)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: string(lane.EventRateLimited), Reason: string(b), RemoteAddr: lane.RemoteAddr(r)})
 	w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(wait), 10))
 	writeError(w, errorf(http.StatusTooManyRequests, api.CodeRateExceeded, "over the enrollment budget of %d requests per %d s; wait out retry-after", enrollRateLimit, int(enrollRateWindow.Seconds())))
 	return true
@@ -53,7 +53,7 @@ func (s *API) issueEnrollToken(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "issue enroll token", err)
 		return
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: lane.EventTokenIssued, RemoteAddr: lane.RemoteAddr(r)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: string(lane.EventTokenIssued), RemoteAddr: lane.RemoteAddr(r)})
 	writeJSON(w, http.StatusOK, api.EnrollTokenResponse{Token: token, ExpiresAt: api.WireTime(tok.ExpiresAt), TTLSec: int64(tok.TTL / time.Second)})
 }
 
@@ -121,7 +121,7 @@ func (s *API) enroll(w http.ResponseWriter, r *http.Request) {
 	var refused *store.EnrollRefusedError
 	switch {
 	case errors.As(err, &refused):
-		s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: lane.EventEnrollRefused, Reason: string(refused.Reason), RemoteAddr: lane.RemoteAddr(r)})
+		s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: string(lane.EventEnrollRefused), Reason: string(refused.Reason), RemoteAddr: lane.RemoteAddr(r)})
 		writeBody(w, http.StatusForbidden, enrollmentInvalidBody)
 		return
 	case err != nil:
@@ -132,6 +132,6 @@ func (s *API) enroll(w http.ResponseWriter, r *http.Request) {
 	if !created {
 		event = lane.EventEnrollReplayed // §1.1: the same 200 and deviceId as the first time
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: dev.ID, Event: event, RemoteAddr: lane.RemoteAddr(r)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: dev.ID, Event: string(event), RemoteAddr: lane.RemoteAddr(r)})
 	writeJSON(w, http.StatusOK, api.EnrollResponse{DeviceID: dev.ID})
 }

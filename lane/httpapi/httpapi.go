@@ -88,37 +88,17 @@ func (s *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTT
 // audit queues an audit row with the core's auditor.
 func (s *API) audit(ctx context.Context, e store.AuditEvent) { s.core.Audit(ctx, e) }
 
-// capabilitiesBody is GET /v1/capabilities's deviceExecutor object.
-type capabilitiesBody struct {
-	Enabled              bool            `json:"enabled"`
-	ProtocolVersion      int             `json:"protocolVersion"`
-	MaxInflightPerDevice int             `json:"maxInflightPerDevice"`
-	WSPath               string          `json:"wsPath"`
-	Management           managementPaths `json:"management"`
-}
-
-// managementPaths tells clients where the management verbs are.
-type managementPaths struct {
-	EnrollTokens string `json:"enrollTokens"`
-	Enroll       string `json:"enroll"`
-	Devices      string `json:"devices"`
-	MCP          string `json:"mcp"`
-	Identities   string `json:"identities"`
-	APIKeys      string `json:"apiKeys"`
-	Sessions     string `json:"sessions"`
-}
-
 func (s *API) capabilities(w http.ResponseWriter, r *http.Request) {
 	if s.cfg.Disabled {
 		writeJSON(w, http.StatusOK, map[string]any{"deviceExecutor": false})
 		return
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"deviceExecutor": capabilitiesBody{
+	writeJSON(w, http.StatusOK, api.CapabilitiesResponse{DeviceExecutor: api.Capabilities{
 		Enabled:              true,
 		ProtocolVersion:      protocol.ProtocolVersion,
 		MaxInflightPerDevice: s.cfg.MaxInflight,
 		WSPath:               s.cfg.WSPath,
-		Management: managementPaths{
+		Management: api.ManagementPaths{
 			EnrollTokens: "/v1/devices/enroll-tokens",
 			Enroll:       "/v1/devices/enroll",
 			Devices:      "/v1/devices",

@@ -55,7 +55,7 @@ func (s *API) createIdentity(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "create identity", err)
 		return
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: idn.ID, Event: lane.EventIdentityCreated, RemoteAddr: lane.RemoteAddr(r)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: idn.ID, Event: string(lane.EventIdentityCreated), RemoteAddr: lane.RemoteAddr(r)})
 	writeJSON(w, http.StatusOK, api.CreateIdentityResponse{IdentityID: idn.ID, Name: idn.Name, APIKey: key})
 }
 
@@ -86,7 +86,7 @@ func (s *API) createAPIKey(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "create api key", err)
 		return
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: lane.EventAPIKeyCreated, RemoteAddr: lane.RemoteAddr(r)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: string(lane.EventAPIKeyCreated), RemoteAddr: lane.RemoteAddr(r)})
 	writeJSON(w, http.StatusOK, api.CreateAPIKeyResponse{KeyID: k.ID, APIKey: key})
 }
 
@@ -138,7 +138,7 @@ func (s *API) revokeAPIKey(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "revoke api key", err)
 		return
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: k.IdentityID, Event: lane.EventAPIKeyRevoked, RemoteAddr: lane.RemoteAddr(r)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: k.IdentityID, Event: string(lane.EventAPIKeyRevoked), RemoteAddr: lane.RemoteAddr(r)})
 	writeJSON(w, http.StatusOK, apiKeyView(k))
 }
 

@@ -79,6 +79,6 @@ func (s *API) rebindSession(w http.ResponseWriter, r *http.Request) {
 		s.unavailable(w, r, "rebind session", err)
 		return
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: dev.ID, Event: lane.EventSessionRebound, RemoteAddr: lane.RemoteAddr(r)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: dev.ID, Event: string(lane.EventSessionRebound), RemoteAddr: lane.RemoteAddr(r)})
 	writeJSON(w, http.StatusOK, sessionView(b))
 }
