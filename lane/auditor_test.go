@@ -49,7 +49,7 @@ func openRegistry(t *testing.T) *sqlstore.Store {
 func testAuditor(t *testing.T, st store.Store, mutate func(*auditorConfig)) (*auditor, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(laneStart)
-	cfg := auditorConfig{store: st, log: quietLogger(), clock: clk, retention: DefaultAuditRetention}
+	cfg := auditorConfig{store: st, log: quietLogger(), clock: clk, retention: DefaultConfig().AuditRetention}
 	if mutate != nil {
 		mutate(&cfg)
 	}

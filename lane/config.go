@@ -75,27 +75,53 @@ type Config struct {
 	MaxBufferedContent int64
 }
 
-// DefaultAuditRetention is Config.AuditRetention's default: 30 days.
-const DefaultAuditRetention = 720 * time.Hour
-
-// DefaultMaxBufferedContent is Config.MaxBufferedContent's default.
-const DefaultMaxBufferedContent = 256 << 20
+// DefaultConfig is the one place the lane's defaults live: every timing
+// and bound the spec names, at the spec's value, and the lane's own. New
+// fills each zero field of a Config from it; `sema server`'s flags show
+// it. It has no Store, Logger or Clock (New defaults the last two to
+// slog.Default() and the system clock).
+func DefaultConfig() Config {
+	return Config{
+		WSPath:             protocol.WSPath,
+		TokenTTL:           protocol.DefaultTokenTTL,
+		MaxInflight:        protocol.DefaultMaxInflight,
+		HeartbeatInterval:  protocol.DefaultHeartbeatInterval,
+		LeaseTTL:           protocol.DefaultLeaseTTL,
+		ReconnectGrace:     protocol.DefaultReconnectGrace,
+		GapTimeout:         protocol.DefaultGapTimeout,
+		CancelGrace:        protocol.DefaultCancelGrace,
+		ExecutionGrace:     protocol.DefaultExecutionGrace,
+		HandshakeDeadline:  protocol.HandshakeDeadline,
+		ReorderEntries:     protocol.ReorderBufferEntries,
+		ReorderBytes:       protocol.ReorderBufferBytes,
+		DeliveryEntries:    8192,
+		DeliveryBytes:      2 << 20,
+		PayloadPartBytes:   protocol.DefaultPayloadPartBytes,
+		SettledMemo:        protocol.SettledMemoSize,
+		MaxPreAuth:         1024,
+		MaxPreAuthPerAddr:  16,
+		WriteTimeout:       30 * time.Second,
+		AuditRetention:     720 * time.Hour,
+		MaxBufferedContent: 256 << 20,
+	}
+}
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Store == nil {
 		return c, fmt.Errorf("lane: Config.Store is required")
 	}
+	def := DefaultConfig()
 	if c.WSPath == "" {
-		c.WSPath = protocol.WSPath
+		c.WSPath = def.WSPath
 	}
 	if c.TokenTTL == 0 {
-		c.TokenTTL = protocol.DefaultTokenTTL
+		c.TokenTTL = def.TokenTTL
 	}
 	if c.TokenTTL < time.Second {
 		return c, fmt.Errorf("lane: TokenTTL %v is under a second", c.TokenTTL)
 	}
 	if c.MaxInflight == 0 {
-		c.MaxInflight = protocol.DefaultMaxInflight
+		c.MaxInflight = def.MaxInflight
 	}
 	if c.MaxInflight < 1 {
 		return c, fmt.Errorf("lane: MaxInflight %d must be at least 1", c.MaxInflight)
@@ -110,15 +136,15 @@ func (c Config) withDefaults() (Config, error) {
 		v   *time.Duration
 		def time.Duration
 	}{
-		{&c.HeartbeatInterval, protocol.DefaultHeartbeatInterval},
-		{&c.LeaseTTL, protocol.DefaultLeaseTTL},
-		{&c.ReconnectGrace, protocol.DefaultReconnectGrace},
-		{&c.GapTimeout, protocol.DefaultGapTimeout},
-		{&c.CancelGrace, protocol.DefaultCancelGrace},
-		{&c.ExecutionGrace, protocol.DefaultExecutionGrace},
-		{&c.HandshakeDeadline, protocol.HandshakeDeadline},
-		{&c.WriteTimeout, 30 * time.Second},
-		{&c.AuditRetention, DefaultAuditRetention},
+		{&c.HeartbeatInterval, def.HeartbeatInterval},
+		{&c.LeaseTTL, def.LeaseTTL},
+		{&c.ReconnectGrace, def.ReconnectGrace},
+		{&c.GapTimeout, def.GapTimeout},
+		{&c.CancelGrace, def.CancelGrace},
+		{&c.ExecutionGrace, def.ExecutionGrace},
+		{&c.HandshakeDeadline, def.HandshakeDeadline},
+		{&c.WriteTimeout, def.WriteTimeout},
+		{&c.AuditRetention, def.AuditRetention},
 	}
 	for _, d := range durations {
 		if *d.v == 0 {
@@ -132,14 +158,14 @@ func (c Config) withDefaults() (Config, error) {
 		v   *int
 		def int
 	}{
-		{&c.ReorderEntries, protocol.ReorderBufferEntries},
-		{&c.ReorderBytes, protocol.ReorderBufferBytes},
-		{&c.DeliveryEntries, 8192},
-		{&c.DeliveryBytes, 2 << 20},
-		{&c.PayloadPartBytes, protocol.DefaultPayloadPartBytes},
-		{&c.SettledMemo, protocol.SettledMemoSize},
-		{&c.MaxPreAuth, 1024},
-		{&c.MaxPreAuthPerAddr, 16},
+		{&c.ReorderEntries, def.ReorderEntries},
+		{&c.ReorderBytes, def.ReorderBytes},
+		{&c.DeliveryEntries, def.DeliveryEntries},
+		{&c.DeliveryBytes, def.DeliveryBytes},
+		{&c.PayloadPartBytes, def.PayloadPartBytes},
+		{&c.SettledMemo, def.SettledMemo},
+		{&c.MaxPreAuth, def.MaxPreAuth},
+		{&c.MaxPreAuthPerAddr, def.MaxPreAuthPerAddr},
 	}
 	for _, n := range ints {
 		if *n.v == 0 {
@@ -160,7 +186,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	if c.MaxBufferedContent == 0 {
-		c.MaxBufferedContent = DefaultMaxBufferedContent
+		c.MaxBufferedContent = def.MaxBufferedContent
 	}
 	// The HTTP API reads a body without Content-Length up to one frame.
 	if c.MaxBufferedContent < protocol.MaxFrameBytes {

@@ -80,7 +80,7 @@ func TestContentBudgetQuietsAfterALargeRelease(t *testing.T) {
 // The body cap follows the budget: the longest admissible body is the
 // longest whose reservation (the body and its decoded content) fits.
 func TestBodyCapFollowsTheBudget(t *testing.T) {
-	for _, limit := range []int64{1 << 20, 1<<20 + 3, 4 << 20, lane.DefaultMaxBufferedContent, 1 << 40} {
+	for _, limit := range []int64{1 << 20, 1<<20 + 3, 4 << 20, lane.DefaultConfig().MaxBufferedContent, 1 << 40} {
 		n := maxInstructionBody(limit)
 		if bodyReservation(n) > limit || bodyReservation(n+1) <= limit {
 			t.Errorf("budget %d: cap %d reserves %d, cap+1 reserves %d", limit, n, bodyReservation(n), bodyReservation(n+1))
@@ -88,7 +88,7 @@ func TestBodyCapFollowsTheBudget(t *testing.T) {
 	}
 	// A 100 MiB write (about 134 MiB of JSON) fits the default budget.
 	body := int64(len(writeInstructionBody(protocol.KindWriteFile, "/home/u/work/f", nil))) + int64(b64.EncodedLen(100<<20))
-	if max := maxInstructionBody(lane.DefaultMaxBufferedContent); body > max {
+	if max := maxInstructionBody(lane.DefaultConfig().MaxBufferedContent); body > max {
 		t.Fatalf("a 100 MiB write is a %d-byte body, over the default cap %d", body, max)
 	}
 }
