@@ -32,6 +32,7 @@ type conn struct {
 
 	phase       connPhase      // moves only through step (connstate.go)
 	handshaking sync.WaitGroup // the hello's verification, while it runs
+	payloads    sync.WaitGroup // the write payloads it sends (send.go); cleanup waits for them last
 	inPreAuth   bool           // counted against the pre-auth caps
 	preAuthLeft atomic.Bool    // the pre-auth slot was released
 	lastFrame   atomic.Int64   // unix nanoseconds on the lane clock
@@ -496,6 +497,10 @@ func (s *Server) drop(d *deviceState, c *conn, reason protocol.ByeReason) {
 // cleanup runs when the handler's read loop ends: the connection closes,
 // its write loop and its handshake end, and what it attached is undone.
 func (c *conn) cleanup() {
+	// Last: the payloads this connection sends stop once it is closed, or
+	// their call settles, or a read of their content returns; the
+	// connection is over when they are.
+	defer c.payloads.Wait()
 	c.close()
 	s := c.srv
 	s.leavePreAuth(c)

@@ -74,6 +74,22 @@ func (s *Server) CancelAs(ctx context.Context, callerID, id string) CancelResult
 	return CancelNotYours
 }
 
+// Go runs f in a goroutine of its own that Shutdown waits for, and
+// reports whether it did: once Shutdown has begun, f is not run.
+func (s *Server) Go(f func()) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.draining {
+		return false
+	}
+	s.handlers.Add(1)
+	go func() {
+		defer s.handlers.Done()
+		f()
+	}()
+	return true
+}
+
 // Revoke ends a revoked device's connection with bye revoked and writes
 // off its work in flight (R13). The registry's row is the caller's to
 // revoke first.

@@ -23,15 +23,13 @@ func (c *conn) sendInstruction(call *Call) {
 	}
 	// One goroutine per write in flight (at most MaxInflight), not per
 	// frame: reading a streamed content may block, and the write loop must
-	// not. Its owner is the connection that committed the call; it stops
-	// when the payload is queued, the call is cancelled or settles, or the
-	// connection ends; Shutdown waits for it (s.handlers).
-	c.srv.handlers.Add(1)
-	go func() {
-		defer c.srv.handlers.Done()
+	// not. Its owner is the connection that committed the call, whose
+	// cleanup waits for it; it stops when the payload is queued, the call
+	// is cancelled or settles, or the connection ends.
+	c.payloads.Go(func() {
 		defer call.dropContent()
 		c.sendPayload(call, frame)
-	}()
+	})
 }
 
 // sendPayload queues a write's payload parts after its instruction frame.

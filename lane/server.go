@@ -36,7 +36,7 @@ type Server struct {
 	preAuthBy map[string]int
 	draining  bool
 	releasing bool           // Shutdown's release of every lease has begun (leases.go)
-	handlers  sync.WaitGroup // one per WebSocket
+	handlers  sync.WaitGroup // one per WebSocket, and each goroutine of Go
 	callsMu   sync.Mutex     // guards calls, memo and neverStarted; taken after a device's lock, never before
 	calls     map[string]*Call
 	memo      *settledMemo

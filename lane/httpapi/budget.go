@@ -78,16 +78,24 @@ func (r *reservation) release() { r.shrinkTo(0) }
 // Go runtime would keep it mapped until a later collection and its slow
 // scavenger: measured, a lane that had taken one 100 MiB write stayed at
 // 253 MiB RSS for over two minutes; with this it is back to 20 MiB within
-// a second. One collection runs at a time; a call while one runs is
-// dropped (that one covers it, or the next large release will).
-type reclaimMemory struct{ running atomic.Bool }
+// a second. One collection runs at a time, in a goroutine the core's
+// Shutdown waits for (lane.Server.Go); a call while one runs is dropped
+// (that one covers it, or the next large release will), and so is one
+// once Shutdown has begun.
+type reclaimMemory struct {
+	running atomic.Bool
+	goFunc  func(func()) bool // lane.Server.Go
+}
 
 func (m *reclaimMemory) run() {
 	if !m.running.CompareAndSwap(false, true) {
 		return
 	}
-	go func() {
+	started := m.goFunc(func() {
 		defer m.running.Store(false)
 		debug.FreeOSMemory()
-	}()
+	})
+	if !started {
+		m.running.Store(false)
+	}
 }

@@ -50,6 +50,7 @@ func New(core *lane.Server) *API {
 		mux:     http.NewServeMux(),
 		limiter: newFixedWindow(cfg.Now, enrollRateLimit, enrollRateWindow),
 	}
+	s.reclaim.goFunc = core.Go
 	s.budget = newContentBudget(cfg.MaxBufferedContent, s.reclaim.run)
 	if c := core.Cluster(); c != nil {
 		s.replica, s.hop, s.peers, s.forwarder, s.routes = c.Replica, c.Hop, c.Peers, c.Forwarder, c.Routes
