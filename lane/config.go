@@ -23,10 +23,9 @@ type Config struct {
 	TokenTTL time.Duration
 	// MaxInflight is the per-device in-flight bound; default 4 (§1.5).
 	MaxInflight int
-	// Now is the clock of the enrollment rate limiter; default time.Now.
-	// Expiries are the database's, not this clock's.
-	Now func() time.Time
-	// Clock runs the WebSocket lane's timers; default the system clock.
+	// Clock is the lane's one clock: the WebSocket lane's timers and the
+	// enrollment rate limit run on it; default the system clock. Expiries
+	// in the registry are the database's, not this clock's.
 	Clock clock.Clock
 
 	// The WebSocket lane's timings and bounds, each defaulting to the value
@@ -59,10 +58,11 @@ type Config struct {
 	// the record of its first start).
 	AuditKeep []string
 	// AdvertiseURL is where the other replicas on the same registry reach
-	// this one (issue L): an absolute http or https URL. When set, New
-	// records the replica in the registry, each lease renewal round beats
-	// its heartbeat, and Shutdown marks it draining, then removes it. ""
-	// records no replica row (one replica alone, as on SQLite).
+	// this one (docs/operations.md): an absolute http or https URL. When
+	// set, New records the replica in the registry, each lease renewal
+	// round beats its heartbeat, and Shutdown marks it draining, then
+	// removes it. "" records no replica row (one replica alone, as on
+	// SQLite).
 	AdvertiseURL string
 	// Logger receives structured logs; default slog.Default(). Tokens, keys
 	// and content are never logged.
@@ -125,9 +125,6 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.MaxInflight < 1 {
 		return c, fmt.Errorf("lane: MaxInflight %d must be at least 1", c.MaxInflight)
-	}
-	if c.Now == nil {
-		c.Now = time.Now
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}

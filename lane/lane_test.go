@@ -10,27 +10,14 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/internal/clock"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 )
-
-// fakeClock is the rate limiter's injectable clock.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time { c.mu.Lock(); defer c.mu.Unlock(); return c.now }
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // Doors is the HTTP API over a Server as the tests drive it: package
 // httpapi's, which doors_test.go (package lane_test, which may import it)
@@ -50,7 +37,7 @@ type testLane struct {
 	dir   string // the data dir of the SQLite registry
 	url   string
 	store store.Store
-	clock *fakeClock
+	clock *clock.Fake // the lane's clock (Config.Clock)
 	srv   *Server
 	doors Doors
 }
@@ -67,11 +54,11 @@ func newTestLane(t testing.TB, mutate ...func(*Config)) *testLane {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	clock := &fakeClock{now: time.Date(2026, 11, 30, 8, 0, 10, 0, time.UTC)}
-	cfg := Config{Store: st, Now: clock.Now}
+	cfg := Config{Store: st, Clock: clock.NewFake(time.Date(2026, 11, 30, 8, 0, 10, 0, time.UTC))}
 	for _, m := range mutate {
 		m(&cfg)
 	}
+	clk, _ := cfg.Clock.(*clock.Fake)
 	hs := httptest.NewUnstartedServer(nil)
 	if cfg.AdvertiseURL == advertiseSelf {
 		cfg.AdvertiseURL = "http://" + hs.Listener.Addr().String()
@@ -86,7 +73,7 @@ func newTestLane(t testing.TB, mutate ...func(*Config)) *testLane {
 	hs.Config.Handler = doors
 	hs.Start()
 	t.Cleanup(hs.Close)
-	return &testLane{t: t, dir: dir, url: hs.URL, store: cfg.Store, clock: clock, srv: srv, doors: doors}
+	return &testLane{t: t, dir: dir, url: hs.URL, store: cfg.Store, clock: clk, srv: srv, doors: doors}
 }
 
 // auditRows returns the audit rows written so far (the auditor is

@@ -48,7 +48,7 @@ func New(core *lane.Server) *API {
 		store:   cfg.Store,
 		log:     cfg.Logger,
 		mux:     http.NewServeMux(),
-		limiter: newFixedWindow(cfg.Now, enrollRateLimit, enrollRateWindow),
+		limiter: newFixedWindow(cfg.Clock.Now, enrollRateLimit, enrollRateWindow),
 	}
 	s.reclaim.goFunc = core.Go
 	s.budget = newContentBudget(cfg.MaxBufferedContent, s.reclaim.run)
