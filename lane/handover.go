@@ -14,11 +14,12 @@ import (
 	"github.com/sema-agent/sema/protocol"
 )
 
-// Taking a lease over at once (issue L item 4). A device that reconnects
-// to this replica while its lease is still held by another replica (that
-// replica was killed, or drains, or its socket to the device died without
-// a close) would be refused already_connected until the lease expired, one
-// TTL later. Instead this replica asks the holder to let the lease go:
+// Taking a lease over at once (docs/operations.md, replicas). A device that
+// reconnects to this replica while its lease is still held by another replica
+// (that replica was killed, or drains, or its socket to the device died
+// without a close) would be refused already_connected until the lease
+// expired, one TTL later. Instead this replica asks the holder to let the
+// lease go:
 //
 //   - the holder keeps a connection that is fresh (a frame within the
 //     liveness limit, R14) and answers 409: another executor instance is

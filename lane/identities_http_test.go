@@ -37,7 +37,7 @@ func (l *testLane) createIdentityHTTP(t *testing.T, adminKey, name string) api.C
 	return decode[api.CreateIdentityResponse](t, l.do("POST", "/v1/identities", adminKey, `{"name":"`+name+`"}`))
 }
 
-// Issue K: POST /v1/identities {"name"} → {"identityId","name","apiKey"};
+// POST /v1/identities {"name"} → {"identityId","name","apiKey"};
 // the key works at once, and GET /v1/identities lists every identity
 // without a key.
 func TestCreateIdentityAnswersItsKeyOnce(t *testing.T) {
@@ -70,7 +70,7 @@ func TestCreateIdentityAnswersItsKeyOnce(t *testing.T) {
 	}
 }
 
-// Issue K: the identity endpoints are the admin identity's only; others
+// The identity endpoints are the admin identity's only; others
 // get 403 auth.forbidden, and a lane with no admin refuses everyone.
 func TestIdentityEndpointsAreTheAdminsOnly(t *testing.T) {
 	l := newTestLane(t)
@@ -86,7 +86,7 @@ func TestIdentityEndpointsAreTheAdminsOnly(t *testing.T) {
 	wantError(t, l.do("GET", "/v1/identities", "", ""), 403, "auth.forbidden", "Bearer")
 }
 
-// Issue K: the body of POST /v1/identities is closed; errors name the key.
+// The body of POST /v1/identities is closed; errors name the key.
 func TestCreateIdentityBodyIsClosed(t *testing.T) {
 	l := newTestLane(t)
 	_, adminKey := l.admin()
@@ -107,7 +107,7 @@ func TestCreateIdentityBodyIsClosed(t *testing.T) {
 	}
 }
 
-// Issue K: POST /v1/api-keys → {"keyId","apiKey"} for the caller; GET
+// POST /v1/api-keys → {"keyId","apiKey"} for the caller; GET
 // lists the caller's keys with createdAt and lastUsedAt, never a key.
 func TestAPIKeysAreCreatedAndListedForTheCaller(t *testing.T) {
 	l := newTestLane(t)
@@ -143,7 +143,7 @@ func TestAPIKeysAreCreatedAndListedForTheCaller(t *testing.T) {
 	}
 }
 
-// Issue K: "a revoked key is refused at once".
+// "a revoked key is refused at once".
 func TestARevokedKeyIsRefusedAtOnce(t *testing.T) {
 	l := newTestLane(t)
 	_, adminKey := l.admin()
@@ -167,7 +167,7 @@ func TestARevokedKeyIsRefusedAtOnce(t *testing.T) {
 	wantError(t, l.do("GET", "/v1/devices", bob.APIKey, ""), 403, "auth.forbidden", "not valid")
 }
 
-// Issue K: DELETE of another identity's key is 404 (not disclosed); the
+// DELETE of another identity's key is 404 (not disclosed); the
 // admin may revoke any identity's key.
 func TestRevokingAnotherIdentitysKey(t *testing.T) {
 	l := newTestLane(t)
@@ -186,7 +186,7 @@ func TestRevokingAnotherIdentitysKey(t *testing.T) {
 	wantError(t, l.do("GET", "/v1/devices", bob.APIKey, ""), 403, "auth.forbidden", "not valid")
 }
 
-// Issue K: revoking the admin's last key is refused with 409, so the lane
+// Revoking the admin's last key is refused with 409, so the lane
 // is never without an admin key; with a second key it passes.
 func TestTheAdminsLastKeyIsRefused(t *testing.T) {
 	l := newTestLane(t)
@@ -201,7 +201,7 @@ func TestTheAdminsLastKeyIsRefused(t *testing.T) {
 	wantError(t, l.do("GET", "/v1/identities", adminKey, ""), 403, "auth.forbidden", "not valid")
 }
 
-// Issue K: "every identity still sees only its own devices and
+// "every identity still sees only its own devices and
 // instructions", also for identities created over HTTP.
 func TestAnIdentitySeesOnlyItsOwnDevicesAndInstructions(t *testing.T) {
 	l := newTestLane(t)

@@ -161,7 +161,7 @@ func TestRebindMovesTheSession(t *testing.T) {
 	}
 }
 
-// Issue K: "rebind of an unbound session creates the binding".
+// "rebind of an unbound session creates the binding".
 func TestRebindOfAnUnboundSessionBindsIt(t *testing.T) {
 	l := newWSLane(t)
 	fd := l.enroll()
@@ -174,7 +174,7 @@ func TestRebindOfAnUnboundSessionBindsIt(t *testing.T) {
 	}
 }
 
-// Issue K: rebinding to a device the caller does not own is 404 like an
+// Rebinding to a device the caller does not own is 404 like an
 // unknown device; to a revoked device 409 device.revoked; the body is
 // closed.
 func TestRebindRefusals(t *testing.T) {
@@ -197,7 +197,7 @@ func TestRebindRefusals(t *testing.T) {
 		400, "request.field_invalid", "rootSessionId")
 }
 
-// §9 / issue K: "sessions belong to an identity like devices do": another
+// §9: "sessions belong to an identity like devices do": another
 // identity neither sees a session nor is refused by it; its own session of
 // the same id binds its own device.
 func TestSessionsBelongToAnIdentity(t *testing.T) {
@@ -219,7 +219,7 @@ func TestSessionsBelongToAnIdentity(t *testing.T) {
 	}
 }
 
-// Issue K: "instructions without rootSessionId behave as today": no
+// "instructions without rootSessionId behave as today": no
 // binding, any device.
 func TestInstructionsWithoutARootSessionAreNotBound(t *testing.T) {
 	l := newWSLane(t)

@@ -105,7 +105,7 @@ func (s *API) devicePage(ctx context.Context, ownerID string, q deviceQuery) ([]
 
 // deviceWithPresence is a device as listed: with its presence on this
 // replica, or, in a cluster, on the replica whose live lease the registry
-// shows (§8's single-replica presence, extended by issue L).
+// shows (docs/api.md: presence is per replica, and any replica lists it).
 func (s *API) deviceWithPresence(d store.Device) api.Device {
 	v := deviceView(d)
 	p := s.core.Presence(d.ID)
@@ -117,7 +117,7 @@ func (s *API) deviceWithPresence(d store.Device) api.Device {
 			v.Replica = s.replica
 		}
 	case s.forwarder != nil && d.Leased && d.LeaseReplica != "" && d.LeaseReplica != s.replica:
-		// Held by another replica (issue L item 3): the registry's
+		// Held by another replica: the registry's
 		// presence, a live lease; withHeldPresence asks the holder for
 		// the rest.
 		v.Online, v.Gen, v.Replica = true, protocol.Gen(d.Generation).String(), d.LeaseReplica

@@ -12,7 +12,7 @@ import (
 	"github.com/sema-agent/sema/lane/cluster"
 )
 
-// Dispatch from any replica (issue L item 2). A replica that does not hold
+// Dispatch from any replica (docs/operations.md). A replica that does not hold
 // a device's connection forwards the device's instructions, streamed
 // writes and cancels to the one that does, over the hop of package
 // cluster; the holder alone commits and sends (R1), and its NDJSON comes
@@ -22,7 +22,7 @@ import (
 // verifyHop refuses a request that carries a hop no replica of this
 // registry signed; a request without one passes. A valid hop's client
 // address becomes the request's remote address, so what the holder audits
-// names the caller, not the replica that forwarded it (issue L item 2).
+// names the caller, not the replica that forwarded it.
 func (s *API) verifyHop(r *http.Request) (*http.Request, *apiError) {
 	if !cluster.IsHop(r) {
 		return r, nil

@@ -10,7 +10,7 @@ import (
 	"github.com/sema-agent/sema/lane/store"
 )
 
-// The identities and API keys of issue K. Only the admin identity (the one
+// Identities and API keys (docs/api.md). Only the admin identity (the one
 // `sema server` created on its first start) creates and lists identities;
 // every identity manages its own keys, and the admin may revoke any. A
 // plaintext key exists only in the answer that issued it.

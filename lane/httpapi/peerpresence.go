@@ -10,7 +10,7 @@ import (
 	"github.com/sema-agent/sema/api"
 )
 
-// The presence of devices another replica holds (issue L item 3). The
+// The presence of devices another replica holds (docs/operations.md). The
 // registry says which replica holds a device's live lease, and at which
 // generation; what only the holder knows — since when the device is
 // connected and how many of its instructions are in flight — a replica
