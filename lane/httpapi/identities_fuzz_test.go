@@ -10,7 +10,7 @@ import (
 	"unicode/utf8"
 )
 
-// The request bodies of issue K (POST /v1/identities, POST /v1/api-keys,
+// The request bodies of the identity endpoints (POST /v1/identities, POST /v1/api-keys,
 // POST /v1/sessions/{id}/rebind) and the rootSessionId of §9: whatever the
 // input, a body is refused with a 400 of the closed set, or accepted with
 // only its known keys, every required one, each passing its check, and
