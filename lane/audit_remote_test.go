@@ -40,8 +40,8 @@ func TestRefusalRowsCarryTheRemoteAddressAndAreCounted(t *testing.T) {
 	}
 
 	r := l.do("POST", "/v1/devices/enroll", l.ownerKey, enrollBody("set_unknown", newPubkey(t)))
-	if r.status != http.StatusForbidden {
-		t.Fatalf("enrolling with an unknown token: %d", r.status)
+	if r.Status != http.StatusForbidden {
+		t.Fatalf("enrolling with an unknown token: %d", r.Status)
 	}
 	enroll := l.auditRows(store.AuditFilter{Event: string(EventEnrollRefused)})
 	if len(enroll) != 1 || enroll[0].RemoteAddr != "127.0.0.1" {

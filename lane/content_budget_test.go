@@ -69,15 +69,15 @@ func TestContentBudgetAdmission(t *testing.T) {
 	a := patterned(1 << 20)
 	queued, r := l.postInstruction(fd.id, l.ownerKey, writeInstructionBody(protocol.KindWriteFile, "/w/a", a))
 	if queued == nil {
-		t.Fatalf("write a: %d %s", r.status, r.body)
+		t.Fatalf("write a: %d %s", r.Status, r.Body)
 	}
 	queued.next()
 	inUse(int64(len(a)), "while write a is queued")
 
 	// Over what is left now: 503 service.busy, Retry-After.
 	r = refused(strings.NewReader(writeInstructionBody(protocol.KindWriteFile, "/w/b", patterned(1500<<10))), 503, "service.busy", "retry")
-	if r.header.Get("Retry-After") != "2" {
-		t.Fatalf("Retry-After %q, want 2", r.header.Get("Retry-After"))
+	if r.Header.Get("Retry-After") != "2" {
+		t.Fatalf("Retry-After %q, want 2", r.Header.Get("Retry-After"))
 	}
 	if m := l.doors.Metrics(); m.ContentBusy != 1 {
 		t.Fatalf("ContentBusy %d, want 1", m.ContentBusy)
@@ -92,8 +92,8 @@ func TestContentBudgetAdmission(t *testing.T) {
 	// Refusals after admission release what they reserved.
 	refused(strings.NewReader(`{"kind":"writeFile","args":{"path":"/w/e"},"timeoutMs":1,"contentB64":"eA"}`), 400, "request.field_invalid", "contentB64")
 	refused(chunked{strings.NewReader(`{"kind":"exec","args":{},"timeoutMs":1}`)}, 400, "request.field_invalid", "args.command")
-	if _, r := l.postInstruction("dev_unknown", l.ownerKey, writeInstructionBody(protocol.KindWriteFile, "/w/f", a)); r.status != 404 {
-		t.Fatalf("unknown device: %d %s", r.status, r.body)
+	if _, r := l.postInstruction("dev_unknown", l.ownerKey, writeInstructionBody(protocol.KindWriteFile, "/w/f", a)); r.Status != 404 {
+		t.Fatalf("unknown device: %d %s", r.Status, r.Body)
 	}
 	inUse(int64(len(a)), "after the refusals")
 	// A device that is not connected settles at once, and lets go at once.

@@ -19,19 +19,19 @@ func (l *wsLane) listPages(query url.Values, bound int) []api.DeviceList {
 	var pages []api.DeviceList
 	for range bound {
 		r := l.do("GET", "/v1/devices?"+query.Encode(), l.ownerKey, "")
-		page := pinShape[api.DeviceList](l.t.(*testing.T), "device page", r.body)
-		if r.status != 200 {
-			l.t.Fatalf("GET /v1/devices?%s: %d %s", query.Encode(), r.status, r.body)
+		page := pinShape[api.DeviceList](l.t.(*testing.T), "device page", r.Body)
+		if r.Status != 200 {
+			l.t.Fatalf("GET /v1/devices?%s: %d %s", query.Encode(), r.Status, r.Body)
 		}
-		if page.Next == "" && bytes.Contains(r.body, []byte(`"next"`)) {
-			l.t.Fatalf("the last page names an empty next: %s", r.body)
+		if page.Next == "" && bytes.Contains(r.Body, []byte(`"next"`)) {
+			l.t.Fatalf("the last page names an empty next: %s", r.Body)
 		}
 		pages = append(pages, page)
 		if page.Next == "" {
 			return pages
 		}
 		if len(page.Devices) == 0 {
-			l.t.Fatalf("a page with next but no device: %s", r.body)
+			l.t.Fatalf("a page with next but no device: %s", r.Body)
 		}
 		query.Set("after", page.Next)
 	}

@@ -254,8 +254,8 @@ func TestHelloRejectCodes(t *testing.T) {
 	t.Run("revoked", func(t *testing.T) {
 		l := newWSLane(t)
 		fd := l.enroll()
-		if r := l.do("POST", "/v1/devices/"+fd.id+"/revoke", l.ownerKey, ""); r.status != 200 {
-			t.Fatalf("revoke: %d %s", r.status, r.body)
+		if r := l.do("POST", "/v1/devices/"+fd.id+"/revoke", l.ownerKey, ""); r.Status != 200 {
+			t.Fatalf("revoke: %d %s", r.Status, r.Body)
 		}
 		fd.dial()
 		fd.send(fd.helloFrame())

@@ -25,10 +25,10 @@ func (l *testLane) admin() (store.Identity, string) {
 // (no field more, none less).
 func decode[T any](t *testing.T, r response) T {
 	t.Helper()
-	if r.status != 200 {
-		t.Fatalf("status %d: %s", r.status, r.body)
+	if r.Status != 200 {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
 	}
-	return pinShape[T](t, "answer", r.body)
+	return pinShape[T](t, "answer", r.Body)
 }
 
 // createIdentityHTTP is POST /v1/identities as the admin.
@@ -47,8 +47,8 @@ func TestCreateIdentityAnswersItsKeyOnce(t *testing.T) {
 	if !strings.HasPrefix(bob.IdentityID, "idn_") || bob.Name != "bob" || !strings.HasPrefix(bob.APIKey, "sema_") {
 		t.Fatalf("created %+v", bob)
 	}
-	if r := l.do("GET", "/v1/devices", bob.APIKey, ""); r.status != 200 {
-		t.Fatalf("bob's new key: %d %s", r.status, r.body)
+	if r := l.do("GET", "/v1/devices", bob.APIKey, ""); r.Status != 200 {
+		t.Fatalf("bob's new key: %d %s", r.Status, r.Body)
 	}
 	r := l.do("GET", "/v1/identities", adminKey, "")
 	list := decode[api.IdentityList](t, r)
@@ -57,7 +57,7 @@ func TestCreateIdentityAnswersItsKeyOnce(t *testing.T) {
 		{IdentityID: bob.IdentityID, Name: "bob"},
 	}
 	if len(list.Identities) != len(want) {
-		t.Fatalf("identities %s, want admin and bob", r.body)
+		t.Fatalf("identities %s, want admin and bob", r.Body)
 	}
 	for i, w := range want {
 		got := list.Identities[i]
@@ -65,8 +65,8 @@ func TestCreateIdentityAnswersItsKeyOnce(t *testing.T) {
 			t.Errorf("identity %d = %+v, want %+v", i, got, w)
 		}
 	}
-	if bytes.Contains(r.body, []byte(bob.APIKey)) || bytes.Contains(r.body, []byte(`"apiKey"`)) {
-		t.Errorf("the identity list carries a key: %s", r.body)
+	if bytes.Contains(r.Body, []byte(bob.APIKey)) || bytes.Contains(r.Body, []byte(`"apiKey"`)) {
+		t.Errorf("the identity list carries a key: %s", r.Body)
 	}
 }
 
@@ -123,10 +123,10 @@ func TestAPIKeysAreCreatedAndListedForTheCaller(t *testing.T) {
 	// Oldest first: by creation time, then by id (two keys made in the
 	// same millisecond are ordered by their ids' random parts).
 	if len(list.APIKeys) != 2 || !slices.ContainsFunc(list.APIKeys, func(k api.APIKey) bool { return k.KeyID == second.KeyID }) {
-		t.Fatalf("bob's keys %s, want two, one of them the new one", r.body)
+		t.Fatalf("bob's keys %s, want two, one of them the new one", r.Body)
 	}
 	if a, b := list.APIKeys[0], list.APIKeys[1]; a.CreatedAt > b.CreatedAt || (a.CreatedAt == b.CreatedAt && a.KeyID > b.KeyID) {
-		t.Fatalf("bob's keys %s, want the oldest first", r.body)
+		t.Fatalf("bob's keys %s, want the oldest first", r.Body)
 	}
 	for _, k := range list.APIKeys {
 		// Both keys have been used (the first made the list call's
@@ -135,8 +135,8 @@ func TestAPIKeysAreCreatedAndListedForTheCaller(t *testing.T) {
 			t.Errorf("key %+v: want createdAt and lastUsedAt", k)
 		}
 	}
-	if bytes.Contains(r.body, []byte(bob.APIKey)) || bytes.Contains(r.body, []byte(second.APIKey)) || bytes.Contains(r.body, []byte(`"apiKey"`)) {
-		t.Errorf("the key list carries a key: %s", r.body)
+	if bytes.Contains(r.Body, []byte(bob.APIKey)) || bytes.Contains(r.Body, []byte(second.APIKey)) || bytes.Contains(r.Body, []byte(`"apiKey"`)) {
+		t.Errorf("the key list carries a key: %s", r.Body)
 	}
 	if admins := decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", adminKey, "")); len(admins.APIKeys) != 1 {
 		t.Errorf("the admin sees %d keys, want only its own one", len(admins.APIKeys))
@@ -179,8 +179,8 @@ func TestRevokingAnotherIdentitysKey(t *testing.T) {
 	others := l.do("DELETE", "/v1/api-keys/"+keyID, carol.APIKey, "")
 	wantError(t, others, 404, "api_key.not_found", keyID)
 	wantError(t, unknown, 404, "api_key.not_found", "key_01J8ZQ4T9X0000000000000000")
-	if r := l.do("GET", "/v1/devices", bob.APIKey, ""); r.status != 200 {
-		t.Fatalf("bob's key after carol's attempt: %d", r.status)
+	if r := l.do("GET", "/v1/devices", bob.APIKey, ""); r.Status != 200 {
+		t.Fatalf("bob's key after carol's attempt: %d", r.Status)
 	}
 	decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+keyID, adminKey, ""))
 	wantError(t, l.do("GET", "/v1/devices", bob.APIKey, ""), 403, "auth.forbidden", "not valid")
@@ -193,8 +193,8 @@ func TestTheAdminsLastKeyIsRefused(t *testing.T) {
 	_, adminKey := l.admin()
 	only := decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", adminKey, "")).APIKeys[0].KeyID
 	wantError(t, l.do("DELETE", "/v1/api-keys/"+only, adminKey, ""), 409, "api_key.last_admin_key", only)
-	if r := l.do("GET", "/v1/identities", adminKey, ""); r.status != 200 {
-		t.Fatalf("the admin's key after the refusal: %d", r.status)
+	if r := l.do("GET", "/v1/identities", adminKey, ""); r.Status != 200 {
+		t.Fatalf("the admin's key after the refusal: %d", r.Status)
 	}
 	second := decode[api.CreateAPIKeyResponse](t, l.do("POST", "/v1/api-keys", adminKey, ""))
 	decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+only, second.APIKey, ""))
@@ -230,16 +230,16 @@ func TestEnrollWithATokenIssuedToAnotherIdentity(t *testing.T) {
 	bob := l.createIdentityHTTP(t, adminKey, "bob")
 	adminsToken := l.issueToken(adminKey)
 	r := l.do("POST", "/v1/devices/enroll", bob.APIKey, enrollBody(adminsToken, newPubkey(t)))
-	if r.status != 403 || !bytes.Equal(r.body, enrollmentInvalidBody()) {
-		t.Fatalf("bob enrolling with the admin's token: %d %s, want 403 %s", r.status, r.body, enrollmentInvalidBody())
+	if r.Status != 403 || !bytes.Equal(r.Body, enrollmentInvalidBody()) {
+		t.Fatalf("bob enrolling with the admin's token: %d %s, want 403 %s", r.Status, r.Body, enrollmentInvalidBody())
 	}
 	rows := l.auditRows(store.AuditFilter{Event: string(EventEnrollRefused)})
 	if len(rows) != 1 || rows[0].Reason != string(store.RefusedWrongIdentity) || rows[0].IdentityID != bob.IdentityID {
 		t.Fatalf("audit rows %+v, want one token_wrong_identity for bob", rows)
 	}
 	// The token was not consumed: its own identity still enrolls with it.
-	if r := l.do("POST", "/v1/devices/enroll", adminKey, enrollBody(adminsToken, newPubkey(t))); r.status != 200 {
-		t.Fatalf("the admin enrolling with its own token afterwards: %d %s", r.status, r.body)
+	if r := l.do("POST", "/v1/devices/enroll", adminKey, enrollBody(adminsToken, newPubkey(t))); r.Status != 200 {
+		t.Fatalf("the admin enrolling with its own token afterwards: %d %s", r.Status, r.Body)
 	}
 }
 

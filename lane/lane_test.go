@@ -2,14 +2,11 @@ package lane
 
 import (
 	"context"
-	"crypto/ed25519"
-	"crypto/rand"
-	"encoding/base64"
 	"encoding/json"
+	"github.com/sema-agent/sema/internal/lanetest"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strings"
 	"testing"
 	"time"
 
@@ -98,81 +95,32 @@ func (l *testLane) user(name string) (store.Identity, string) {
 	return idn, key
 }
 
-type response struct {
-	status int
-	header http.Header
-	body   []byte
-}
-
-func (r response) json(t testing.TB) map[string]any {
-	t.Helper()
-	var m map[string]any
-	if err := json.Unmarshal(r.body, &m); err != nil {
-		t.Fatalf("body %q is not a JSON object: %v", r.body, err)
-	}
-	return m
-}
+// response is an answer of the HTTP API, read whole.
+type response = lanetest.Response
 
 func (l *testLane) do(method, path, apiKey, body string) response {
 	l.t.Helper()
-	req, err := http.NewRequestWithContext(l.t.Context(), method, l.url+path, strings.NewReader(body))
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	if apiKey != "" {
-		req.Header.Set("Authorization", "Bearer "+apiKey)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		l.t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return response{resp.StatusCode, resp.Header, b}
+	return lanetest.Do(l.t, l.url, method, path, apiKey, body)
 }
 
 func (l *testLane) issueToken(apiKey string) string {
 	l.t.Helper()
-	r := l.do("POST", "/v1/devices/enroll-tokens", apiKey, "")
-	if r.status != 200 {
-		l.t.Fatalf("issue token: %d %s", r.status, r.body)
-	}
-	return r.json(l.t)["token"].(string)
-}
-
-func newPubkey(t testing.TB) string {
-	t.Helper()
-	pub, _, err := ed25519.GenerateKey(rand.Reader)
+	tok, err := lanetest.IssueToken(l.t.Context(), l.url, apiKey)
 	if err != nil {
-		t.Fatal(err)
+		l.t.Fatal(err)
 	}
-	return base64.StdEncoding.EncodeToString(pub)
+	return tok
 }
 
-func enrollBody(token, pubkey string) string {
-	b, _ := json.Marshal(map[string]string{
-		"token": token, "pubkey": pubkey, "platformOs": "linux", "platformArch": "amd64",
-		"displayName": "laptop", "workspaceRoot": "/home/u/work",
-	})
-	return string(b)
-}
+var (
+	newPubkey  = lanetest.NewPubkey
+	enrollBody = lanetest.EnrollBody
+)
 
+// wantError checks an error answer (lanetest.WantError).
 func wantError(t *testing.T, r response, status int, code, mentions string) {
 	t.Helper()
-	if r.status != status {
-		t.Fatalf("status %d (%s), want %d", r.status, r.body, status)
-	}
-	m := r.json(t)
-	if m["errorCode"] != code {
-		t.Fatalf("errorCode %v (%s), want %s", m["errorCode"], r.body, code)
-	}
-	msg, _ := m["message"].(string)
-	if msg == "" || !strings.Contains(msg, mentions) {
-		t.Fatalf("message %q does not mention %q", msg, mentions)
-	}
-	if len(m) != 2 {
-		t.Fatalf("error body %s has keys beyond errorCode and message", r.body)
-	}
+	lanetest.WantError(t, r, status, code, mentions)
 }
 
 func TestCapabilities(t *testing.T) {
@@ -187,16 +135,16 @@ func TestCapabilities(t *testing.T) {
 			Management           map[string]string
 		} `json:"deviceExecutor"`
 	}
-	if err := json.Unmarshal(r.body, &got); err != nil || r.status != 200 {
-		t.Fatalf("capabilities: %d %s %v", r.status, r.body, err)
+	if err := json.Unmarshal(r.Body, &got); err != nil || r.Status != 200 {
+		t.Fatalf("capabilities: %d %s %v", r.Status, r.Body, err)
 	}
 	de := got.DeviceExecutor
 	if !de.Enabled || de.ProtocolVersion != 1 || de.MaxInflightPerDevice != 4 || de.WSPath != "/v1/device/ws" || de.Management["enroll"] != "/v1/devices/enroll" || de.Management["mcp"] != "/v1/mcp" || de.Management["sessions"] != "/v1/sessions" || de.Management["apiKeys"] != "/v1/api-keys" {
-		t.Fatalf("capabilities = %s", r.body)
+		t.Fatalf("capabilities = %s", r.Body)
 	}
 	off := newTestLane(t, func(c *Config) { c.Disabled = true })
-	if r := off.do("GET", "/v1/capabilities", "", ""); string(r.body) != `{"deviceExecutor":false}` {
-		t.Fatalf("capabilities with the lane off = %s, want {\"deviceExecutor\":false}", r.body)
+	if r := off.do("GET", "/v1/capabilities", "", ""); string(r.Body) != `{"deviceExecutor":false}` {
+		t.Fatalf("capabilities with the lane off = %s, want {\"deviceExecutor\":false}", r.Body)
 	}
 }
 
@@ -206,23 +154,23 @@ func TestDevicesListAndRevoke(t *testing.T) {
 	_, bobKey := l.user("bob")
 	enroll := func(k string) string {
 		r := l.do("POST", "/v1/devices/enroll", k, enrollBody(l.issueToken(k), newPubkey(t)))
-		return r.json(t)["deviceId"].(string)
+		return r.JSON(t)["deviceId"].(string)
 	}
 	mine, bobs := enroll(key), enroll(bobKey)
 	var list struct {
 		Devices []api.Device `json:"devices"`
 	}
-	json.Unmarshal(l.do("GET", "/v1/devices", key, "").body, &list)
+	json.Unmarshal(l.do("GET", "/v1/devices", key, "").Body, &list)
 	if len(list.Devices) != 1 || list.Devices[0].DeviceID != mine || list.Devices[0].Revoked {
 		t.Fatalf("alice's devices = %+v", list.Devices)
 	}
 	wantError(t, l.do("POST", "/v1/devices/"+bobs+"/revoke", key, ""), 404, "device.not_found", bobs)
 	r := l.do("POST", "/v1/devices/"+mine+"/revoke", key, "")
-	if r.status != 200 || r.json(t)["revoked"] != true {
-		t.Fatalf("revoke: %d %s", r.status, r.body)
+	if r.Status != 200 || r.JSON(t)["revoked"] != true {
+		t.Fatalf("revoke: %d %s", r.Status, r.Body)
 	}
-	if r2 := l.do("POST", "/v1/devices/"+mine+"/revoke", key, ""); r2.status != 200 || r2.json(t)["revokedAt"] != r.json(t)["revokedAt"] {
-		t.Fatalf("a second revoke changed the revocation: %s then %s", r.body, r2.body)
+	if r2 := l.do("POST", "/v1/devices/"+mine+"/revoke", key, ""); r2.Status != 200 || r2.JSON(t)["revokedAt"] != r.JSON(t)["revokedAt"] {
+		t.Fatalf("a second revoke changed the revocation: %s then %s", r.Body, r2.Body)
 	}
 	if d, _ := l.store.Device(t.Context(), bobs); d.Revoked() {
 		t.Fatal("bob's device was revoked")
@@ -231,7 +179,7 @@ func TestDevicesListAndRevoke(t *testing.T) {
 	if len(rows) != 2 {
 		t.Fatalf("%d revoke audit rows, want 2", len(rows))
 	}
-	json.Unmarshal(l.do("GET", "/v1/devices", key, "").body, &list)
+	json.Unmarshal(l.do("GET", "/v1/devices", key, "").Body, &list)
 	if !list.Devices[0].Revoked || list.Devices[0].RevokedAt == "" {
 		t.Fatalf("after revoke: %+v", list.Devices[0])
 	}

@@ -25,8 +25,8 @@ func TestR13Bye(t *testing.T) {
 		running := l.dispatch(fd, execInstr("a"))
 		queued := l.dispatch(fd, execInstr("b"))
 		fd.instructionFor(running.ID)
-		if r := l.do("POST", "/v1/devices/"+fd.id+"/revoke", l.ownerKey, ""); r.status != 200 {
-			t.Fatalf("revoke: %d %s", r.status, r.body)
+		if r := l.do("POST", "/v1/devices/"+fd.id+"/revoke", l.ownerKey, ""); r.Status != 200 {
+			t.Fatalf("revoke: %d %s", r.Status, r.Body)
 		}
 		bye := expect[*protocol.Bye](fd, nil)
 		if bye.Reason != protocol.ByeRevoked || bye.Gen != fd.gen {
@@ -49,8 +49,8 @@ func TestR13Bye(t *testing.T) {
 		call := l.dispatch(fd, execInstr("a"))
 		fd.instructionFor(call.ID)
 		fd.drop()
-		if r := l.do("POST", "/v1/devices/"+fd.id+"/revoke", l.ownerKey, ""); r.status != 200 {
-			t.Fatalf("revoke: %d %s", r.status, r.body)
+		if r := l.do("POST", "/v1/devices/"+fd.id+"/revoke", l.ownerKey, ""); r.Status != 200 {
+			t.Fatalf("revoke: %d %s", r.Status, r.Body)
 		}
 		f := wantFailure(t, settled(t, call), protocol.StateTerminal, protocol.ErrOutcomeUnknown)
 		if !strings.Contains(f.Message, "revoked") {
@@ -255,8 +255,8 @@ func TestPresenceInDeviceList(t *testing.T) {
 			Devices []api.Device `json:"devices"`
 		}
 		r := l.do("GET", "/v1/devices", l.ownerKey, "")
-		if err := json.Unmarshal(r.body, &body); err != nil || len(body.Devices) != 1 {
-			t.Fatalf("devices: %d %s", r.status, r.body)
+		if err := json.Unmarshal(r.Body, &body); err != nil || len(body.Devices) != 1 {
+			t.Fatalf("devices: %d %s", r.Status, r.Body)
 		}
 		return body.Devices[0]
 	}

@@ -38,13 +38,13 @@ func TestTheFirstInstructionBindsTheSession(t *testing.T) {
 	l := newWSLane(t)
 	fd := l.enroll()
 	wantError(t, l.session(l.ownerKey, "rs_1"), 404, "session.not_found", "rs_1")
-	if r := l.submit(fd.id, l.ownerKey, sessionExec("rs_1")); r.status != 200 {
-		t.Fatalf("first submission: %d %s", r.status, r.body)
+	if r := l.submit(fd.id, l.ownerKey, sessionExec("rs_1")); r.Status != 200 {
+		t.Fatalf("first submission: %d %s", r.Status, r.Body)
 	}
 	r := l.session(l.ownerKey, "rs_1")
 	b := decode[api.Session](t, r)
-	if b.RootSessionID != "rs_1" || b.DeviceID != fd.id || b.BoundAt == "" || len(r.json(t)) != 3 {
-		t.Fatalf("session %s", r.body)
+	if b.RootSessionID != "rs_1" || b.DeviceID != fd.id || b.BoundAt == "" || len(r.JSON(t)) != 3 {
+		t.Fatalf("session %s", r.Body)
 	}
 }
 
@@ -55,8 +55,8 @@ func TestTheSameDeviceAgainIsIdempotent(t *testing.T) {
 	l.submit(fd.id, l.ownerKey, sessionExec("rs_1"))
 	first := decode[api.Session](t, l.session(l.ownerKey, "rs_1"))
 	for range 3 {
-		if r := l.submit(fd.id, l.ownerKey, sessionExec("rs_1")); r.status != 200 {
-			t.Fatalf("the same device again: %d %s", r.status, r.body)
+		if r := l.submit(fd.id, l.ownerKey, sessionExec("rs_1")); r.Status != 200 {
+			t.Fatalf("the same device again: %d %s", r.Status, r.Body)
 		}
 	}
 	if again := decode[api.Session](t, l.session(l.ownerKey, "rs_1")); again != first {
@@ -147,13 +147,13 @@ func TestRebindMovesTheSession(t *testing.T) {
 	r := l.do("POST", "/v1/sessions/rs_1/rebind", l.ownerKey, `{"deviceId":"`+d2.id+`"}`)
 	moved := decode[api.Session](t, r)
 	if moved.RootSessionID != "rs_1" || moved.DeviceID != d2.id || moved.BoundAt == "" {
-		t.Fatalf("rebind answered %s", r.body)
+		t.Fatalf("rebind answered %s", r.Body)
 	}
 	if got := decode[api.Session](t, l.session(l.ownerKey, "rs_1")); got != moved {
 		t.Fatalf("session after the rebind %+v, want %+v", got, moved)
 	}
-	if r := l.submit(d2.id, l.ownerKey, sessionExec("rs_1")); r.status != 200 {
-		t.Fatalf("the new device: %d %s", r.status, r.body)
+	if r := l.submit(d2.id, l.ownerKey, sessionExec("rs_1")); r.Status != 200 {
+		t.Fatalf("the new device: %d %s", r.Status, r.Body)
 	}
 	wantError(t, l.submit(d1.id, l.ownerKey, sessionExec("rs_1")), 409, "session.device_mismatch", d2.id)
 	if rows := l.auditRows(store.AuditFilter{Event: string(EventSessionRebound)}); len(rows) != 1 || rows[0].DeviceID != d2.id {
@@ -182,8 +182,8 @@ func TestRebindRefusals(t *testing.T) {
 	mine := l.enroll()
 	_, bobKey := l.user("bob")
 	revoked := l.enroll()
-	if r := l.do("POST", "/v1/devices/"+revoked.id+"/revoke", l.ownerKey, ""); r.status != 200 {
-		t.Fatal(r.status)
+	if r := l.do("POST", "/v1/devices/"+revoked.id+"/revoke", l.ownerKey, ""); r.Status != 200 {
+		t.Fatal(r.Status)
 	}
 	rebind := func(key, body string) response { return l.do("POST", "/v1/sessions/rs_1/rebind", key, body) }
 	wantError(t, rebind(bobKey, `{"deviceId":"`+mine.id+`"}`), 404, "device.not_found", mine.id)
@@ -208,8 +208,8 @@ func TestSessionsBelongToAnIdentity(t *testing.T) {
 	wantError(t, l.session(bobKey, "shared"), 404, "session.not_found", "shared")
 	tok := l.issueToken(bobKey)
 	bobs := decode[api.EnrollResponse](t, l.do("POST", "/v1/devices/enroll", bobKey, enrollBody(tok, newPubkey(t))))
-	if r := l.submit(bobs.DeviceID, bobKey, sessionExec("shared")); r.status != 200 {
-		t.Fatalf("bob's own session of the same id: %d %s", r.status, r.body)
+	if r := l.submit(bobs.DeviceID, bobKey, sessionExec("shared")); r.Status != 200 {
+		t.Fatalf("bob's own session of the same id: %d %s", r.Status, r.Body)
 	}
 	if b := decode[api.Session](t, l.session(bobKey, "shared")); b.DeviceID != bobs.DeviceID {
 		t.Fatalf("bob's session %+v", b)
@@ -226,8 +226,8 @@ func TestInstructionsWithoutARootSessionAreNotBound(t *testing.T) {
 	d1, d2 := l.enroll(), l.enroll()
 	body := `{"kind":"exec","args":{"command":"true"},"timeoutMs":1000}`
 	for _, fd := range []*fakeDevice{d1, d2, d1} {
-		if r := l.submit(fd.id, l.ownerKey, body); r.status != 200 {
-			t.Fatalf("%s: %d %s", fd.id, r.status, r.body)
+		if r := l.submit(fd.id, l.ownerKey, body); r.Status != 200 {
+			t.Fatalf("%s: %d %s", fd.id, r.Status, r.Body)
 		}
 	}
 	var n int
@@ -269,12 +269,12 @@ func TestDispatchBindsForTheDevicesOwner(t *testing.T) {
 func TestARevokedDeviceIsNotBound(t *testing.T) {
 	l := newWSLane(t)
 	revoked, live := l.enroll(), l.enroll()
-	if r := l.do("POST", "/v1/devices/"+revoked.id+"/revoke", l.ownerKey, ""); r.status != 200 {
-		t.Fatal(r.status)
+	if r := l.do("POST", "/v1/devices/"+revoked.id+"/revoke", l.ownerKey, ""); r.Status != 200 {
+		t.Fatal(r.Status)
 	}
 	r := l.submit(revoked.id, l.ownerKey, sessionExec("rs_1"))
-	if r.status != 200 || !strings.Contains(string(r.body), "target_unavailable") {
-		t.Fatalf("a revoked device: %d %s", r.status, r.body)
+	if r.Status != 200 || !strings.Contains(string(r.Body), "target_unavailable") {
+		t.Fatalf("a revoked device: %d %s", r.Status, r.Body)
 	}
 	wantError(t, l.session(l.ownerKey, "rs_1"), 404, "session.not_found", "rs_1")
 	l.submit(live.id, l.ownerKey, sessionExec("rs_1"))

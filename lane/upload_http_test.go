@@ -42,7 +42,7 @@ func (l *wsLane) postWrite(deviceID, apiKey, query string, body io.Reader, n int
 	if resp.StatusCode != 200 {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		return nil, response{resp.StatusCode, resp.Header, b}
+		return nil, response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 	}
 	s := &ndjsonStream{t: l.t, resp: resp, lines: make(chan map[string]any, 64)}
 	l.t.Cleanup(func() { resp.Body.Close() })
@@ -57,7 +57,7 @@ func (l *wsLane) postWrite(deviceID, apiKey, query string, body io.Reader, n int
 			s.lines <- m
 		}
 	}()
-	return s, response{status: 200, header: resp.Header}
+	return s, response{Status: 200, Header: resp.Header}
 }
 
 func hexSum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
@@ -76,7 +76,7 @@ func TestStreamedWriteEndToEnd(t *testing.T) {
 	q := "kind=writeFileExclusive&path=/home/u/a%20b.bin&timeoutMs=60000&rootSessionId=ses_1&sha256=" + hexSum(content)
 	s, r := l.postWrite(fd.id, l.ownerKey, q, pr, int64(len(content)))
 	if s == nil {
-		t.Fatalf("status %d %s", r.status, r.body)
+		t.Fatalf("status %d %s", r.Status, r.Body)
 	}
 	accepted := s.next() // nothing of the body has been sent yet
 	in := fd.instruction()
@@ -131,8 +131,8 @@ func TestStreamedWriteRefusals(t *testing.T) {
 	wantError(t, refused(fd.id, l.ownerKey, ok, -1), 411, "request.length_required", "Content-Length")
 	wantError(t, refused(ids.New(ids.Device), l.ownerKey, ok, 1), 404, "device.not_found", "dev_")
 	wantError(t, refused(fd.id, otherKey, ok, 1), 404, "device.not_found", fd.id)
-	if r := refused(fd.id, "", ok, 1); r.status != 403 {
-		t.Fatalf("no credential: %d", r.status)
+	if r := refused(fd.id, "", ok, 1); r.Status != 403 {
+		t.Fatalf("no credential: %d", r.Status)
 	}
 	cases := []struct{ query, code, mentions string }{
 		{"timeoutMs=1000&sha256=" + sum, api.CodeBodyShape, `"path"`},
@@ -261,7 +261,7 @@ func TestStreamedWriteOfflineDoesNotReadTheBody(t *testing.T) {
 	defer pw.Close()
 	s, r := l.postWrite(fd.id, l.ownerKey, "path=/w/f&timeoutMs=1000&sha256="+hexSum(nil), pr, 1<<30)
 	if s == nil {
-		t.Fatalf("status %d %s", r.status, r.body)
+		t.Fatalf("status %d %s", r.Status, r.Body)
 	}
 	s.next()
 	if m := s.next(); m["state"] != "terminal_never_started" || m["outcome"].(map[string]any)["errorCode"] != "target_unavailable" {
@@ -282,7 +282,7 @@ func TestStreamedWriteBudget(t *testing.T) {
 	q := "path=/w/f&timeoutMs=60000&sha256=" + hexSum(nil)
 	s, r := l.postWrite(fd.id, l.ownerKey, q, pr, 10)
 	if s == nil {
-		t.Fatalf("status %d %s", r.status, r.body)
+		t.Fatalf("status %d %s", r.Status, r.Body)
 	}
 	s.next()
 	_, r = l.postWrite(fd.id, l.ownerKey, q, strings.NewReader("0123456789"), 10)

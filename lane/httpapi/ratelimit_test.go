@@ -1,8 +1,8 @@
 package httpapi
 
 import (
+	"github.com/sema-agent/sema/internal/lanetest"
 	"io"
-	"strings"
 	"testing"
 	"time"
 )
@@ -26,14 +26,12 @@ func (failingLimiter) allow(string, bucket) (bool, time.Duration, error) {
 
 // §1.1: "a rate limiter that fails open is exactly what token guessing wants".
 func TestRateLimiterFailsClosed(t *testing.T) {
-	a := newTestAPI(t)
-	a.limiter = failingLimiter{}
-	_, key := a.user("alice")
-	resp, body := a.do("POST", "/v1/devices/enroll-tokens", key, "")
-	if resp.StatusCode != 429 || !strings.Contains(string(body), `"limit.rate_exceeded"`) {
-		t.Fatalf("%d %s, want 429 limit.rate_exceeded", resp.StatusCode, body)
-	}
-	if resp.Header.Get("Retry-After") != "1" {
-		t.Fatalf("retry-after %q, want 1", resp.Header.Get("Retry-After"))
+	l := newTestLane(t)
+	l.limiter = failingLimiter{}
+	_, key := l.user("alice")
+	r := l.do("POST", "/v1/devices/enroll-tokens", key, "")
+	lanetest.WantError(t, r, 429, "limit.rate_exceeded", "")
+	if r.Header.Get("Retry-After") != "1" {
+		t.Fatalf("retry-after %q, want 1", r.Header.Get("Retry-After"))
 	}
 }

@@ -1,4 +1,4 @@
-package lane
+package httpapi
 
 // The enrollment endpoints (§1.1) over HTTP: tokens, registration, its
 // refusals, its rate limit.
@@ -7,6 +7,8 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
+	"github.com/sema-agent/sema/internal/lanetest"
+	"github.com/sema-agent/sema/lane"
 	"io"
 	"net/http"
 	"strings"
@@ -22,9 +24,9 @@ func TestIssueEnrollToken(t *testing.T) {
 	_, key := l.user("alice")
 	for _, body := range []string{"", "{}", " { } "} {
 		r := l.do("POST", "/v1/devices/enroll-tokens", key, body)
-		m := r.json(t)
-		if r.status != 200 || len(m) != 3 || m["ttlSec"] != float64(900) {
-			t.Fatalf("body %q: %d %s", body, r.status, r.body)
+		m := r.JSON(t)
+		if r.Status != 200 || len(m) != 3 || m["ttlSec"] != float64(900) {
+			t.Fatalf("body %q: %d %s", body, r.Status, r.Body)
 		}
 		tok, _ := m["token"].(string)
 		if len(tok) < 40 || len(tok) > 256 {
@@ -36,16 +38,16 @@ func TestIssueEnrollToken(t *testing.T) {
 		}
 	}
 	// §1.1: "a closed shape with zero accepted keys; any key is a 400".
-	wantError(t, l.do("POST", "/v1/devices/enroll-tokens", key, `{"identity":"bob"}`), 400, "request.body_shape", `"identity"`)
-	wantError(t, l.do("POST", "/v1/devices/enroll-tokens", key, `{`), 400, "request.invalid_json", "JSON")
-	wantError(t, l.do("POST", "/v1/devices/enroll-tokens", key, `[]`), 400, "request.body_shape", "object")
-	wantError(t, l.do("POST", "/v1/devices/enroll-tokens", "", ""), 403, "auth.forbidden", "identity")
+	lanetest.WantError(t, l.do("POST", "/v1/devices/enroll-tokens", key, `{"identity":"bob"}`), 400, "request.body_shape", `"identity"`)
+	lanetest.WantError(t, l.do("POST", "/v1/devices/enroll-tokens", key, `{`), 400, "request.invalid_json", "JSON")
+	lanetest.WantError(t, l.do("POST", "/v1/devices/enroll-tokens", key, `[]`), 400, "request.body_shape", "object")
+	lanetest.WantError(t, l.do("POST", "/v1/devices/enroll-tokens", "", ""), 403, "auth.forbidden", "identity")
 }
 
 func TestTokenTTLIsConfigurable(t *testing.T) {
-	l := newTestLane(t, func(c *Config) { c.TokenTTL = 60 * time.Second })
+	l := newTestLane(t, func(c *lane.Config) { c.TokenTTL = 60 * time.Second })
 	_, key := l.user("alice")
-	if m := l.do("POST", "/v1/devices/enroll-tokens", key, "").json(t); m["ttlSec"] != float64(60) {
+	if m := l.do("POST", "/v1/devices/enroll-tokens", key, "").JSON(t); m["ttlSec"] != float64(60) {
 		t.Fatalf("ttlSec = %v, want 60", m["ttlSec"])
 	}
 }
@@ -54,19 +56,19 @@ func TestTokenTTLIsConfigurable(t *testing.T) {
 func TestEnrollFirstRegistrationAndReplay(t *testing.T) {
 	l := newTestLane(t)
 	alice, key := l.user("alice")
-	token, pub := l.issueToken(key), newPubkey(t)
-	first := l.do("POST", "/v1/devices/enroll", key, enrollBody(token, pub))
-	if first.status != 200 {
-		t.Fatalf("first registration: %d %s", first.status, first.body)
+	token, pub := l.issueToken(key), lanetest.NewPubkey(t)
+	first := l.do("POST", "/v1/devices/enroll", key, lanetest.EnrollBody(token, pub))
+	if first.Status != 200 {
+		t.Fatalf("first registration: %d %s", first.Status, first.Body)
 	}
-	m := first.json(t)
+	m := first.JSON(t)
 	id, _ := m["deviceId"].(string)
 	if len(m) != 1 || !strings.HasPrefix(id, "dev_") || len(id) != 30 {
-		t.Fatalf("body %s, want exactly {\"deviceId\": \"dev_…\"}", first.body)
+		t.Fatalf("body %s, want exactly {\"deviceId\": \"dev_…\"}", first.Body)
 	}
-	again := l.do("POST", "/v1/devices/enroll", key, enrollBody(token, pub))
-	if again.status != 200 || !bytes.Equal(again.body, first.body) {
-		t.Fatalf("replay: %d %s, want the same 200 %s", again.status, again.body, first.body)
+	again := l.do("POST", "/v1/devices/enroll", key, lanetest.EnrollBody(token, pub))
+	if again.Status != 200 || !bytes.Equal(again.Body, first.Body) {
+		t.Fatalf("replay: %d %s, want the same 200 %s", again.Status, again.Body, first.Body)
 	}
 	devices, _ := l.store.ListDevices(t.Context(), alice.ID, store.DevicePage{})
 	if len(devices) != 1 {
@@ -85,8 +87,8 @@ func TestEnrollFourRefusalsAreByteIdentical(t *testing.T) {
 	alice, key := l.user("alice")
 	_, bobKey := l.user("bob")
 	used := l.issueToken(key)
-	if r := l.do("POST", "/v1/devices/enroll", key, enrollBody(used, newPubkey(t))); r.status != 200 {
-		t.Fatal(r.status)
+	if r := l.do("POST", "/v1/devices/enroll", key, lanetest.EnrollBody(used, lanetest.NewPubkey(t))); r.Status != 200 {
+		t.Fatal(r.Status)
 	}
 	expired := "set_expired_" + strings.Repeat("x", 20)
 	if _, err := l.store.CreateEnrollToken(t.Context(), alice.ID, store.DigestOf(expired), 0); err != nil {
@@ -102,21 +104,24 @@ func TestEnrollFourRefusalsAreByteIdentical(t *testing.T) {
 	}
 	var bodies [][]byte
 	for _, c := range cases {
-		r := l.do("POST", "/v1/devices/enroll", c.apiKey, enrollBody(c.token, newPubkey(t)))
-		if r.status != 403 || r.header.Get("Content-Type") != "application/json" {
-			t.Fatalf("%s: %d %s", c.name, r.status, r.body)
+		r := l.do("POST", "/v1/devices/enroll", c.apiKey, lanetest.EnrollBody(c.token, lanetest.NewPubkey(t)))
+		if r.Status != 403 || r.Header.Get("Content-Type") != "application/json" {
+			t.Fatalf("%s: %d %s", c.name, r.Status, r.Body)
 		}
-		bodies = append(bodies, r.body)
+		bodies = append(bodies, r.Body)
 	}
 	for i, b := range bodies {
 		if !bytes.Equal(b, bodies[0]) {
 			t.Errorf("%s answered %s, %s answered %s", cases[i].name, b, cases[0].name, bodies[0])
 		}
 	}
-	if m := (response{body: bodies[0]}).json(t); m["errorCode"] != "device.enrollment_invalid" || !strings.Contains(m["message"].(string), "Ask for a new enrollment token") {
+	if m := (lanetest.Response{Body: bodies[0]}).JSON(t); m["errorCode"] != "device.enrollment_invalid" || !strings.Contains(m["message"].(string), "Ask for a new enrollment token") {
 		t.Errorf("refusal body %s", bodies[0])
 	}
-	rows := l.auditRows(store.AuditFilter{Event: string(EventEnrollRefused)})
+	// The audit trail merges identical refusals over a window of the lane's
+	// clock; its end writes them.
+	l.clock.Advance(time.Minute)
+	rows := l.auditRows(store.AuditFilter{Event: string(lane.EventEnrollRefused)}, 4)
 	var reasons []string
 	for _, e := range rows {
 		reasons = append(reasons, e.Reason)
@@ -130,7 +135,7 @@ func TestEnrollFourRefusalsAreByteIdentical(t *testing.T) {
 func TestEnrollBodyShapeAndFields(t *testing.T) {
 	l := newTestLane(t)
 	_, key := l.user("alice")
-	token, pub := l.issueToken(key), newPubkey(t)
+	token, pub := l.issueToken(key), lanetest.NewPubkey(t)
 	with := func(k string, v any) string {
 		m := map[string]any{"token": token, "pubkey": pub, "platformOs": "linux", "workspaceRoot": "/w"}
 		if v == nil {
@@ -175,7 +180,7 @@ func TestEnrollBodyShapeAndFields(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			l.clock.Advance(time.Minute) // stay inside the rate budget
-			wantError(t, l.do("POST", "/v1/devices/enroll", key, tt.body), 400, tt.code, tt.mentions)
+			lanetest.WantError(t, l.do("POST", "/v1/devices/enroll", key, tt.body), 400, tt.code, tt.mentions)
 		})
 	}
 	// The bounds themselves are accepted, and the token was never consumed.
@@ -185,8 +190,8 @@ func TestEnrollBodyShapeAndFields(t *testing.T) {
 	json.Unmarshal([]byte(ok), &m)
 	m["platformArch"], m["workspaceRoot"] = strings.Repeat("a", 32), "/"+strings.Repeat("w", 1023)
 	b, _ := json.Marshal(m)
-	if r := l.do("POST", "/v1/devices/enroll", key, string(b)); r.status != 200 {
-		t.Fatalf("a body at every bound: %d %s", r.status, r.body)
+	if r := l.do("POST", "/v1/devices/enroll", key, string(b)); r.Status != 200 {
+		t.Fatalf("a body at every bound: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -197,15 +202,15 @@ func TestTokenOf256CharactersIsAccepted(t *testing.T) {
 	if _, err := l.store.CreateEnrollToken(t.Context(), alice.ID, store.DigestOf(long), time.Minute); err != nil {
 		t.Fatal(err)
 	}
-	if r := l.do("POST", "/v1/devices/enroll", key, enrollBody(long, newPubkey(t))); r.status != 200 {
-		t.Fatalf("a 256-character token: %d %s", r.status, r.body)
+	if r := l.do("POST", "/v1/devices/enroll", key, lanetest.EnrollBody(long, lanetest.NewPubkey(t))); r.Status != 200 {
+		t.Fatalf("a 256-character token: %d %s", r.Status, r.Body)
 	}
 }
 
 func TestEnrollNeedsAVerifiedIdentity(t *testing.T) {
 	l := newTestLane(t)
 	for _, auth := range []string{"", "sema_not_a_key", "Basic abc"} {
-		req, _ := http.NewRequest("POST", l.url+"/v1/devices/enroll", strings.NewReader(enrollBody("set_x", newPubkey(t))))
+		req, _ := http.NewRequest("POST", l.url+"/v1/devices/enroll", strings.NewReader(lanetest.EnrollBody("set_x", lanetest.NewPubkey(t))))
 		if auth != "" {
 			req.Header.Set("Authorization", "Bearer "+auth)
 		}
@@ -215,15 +220,15 @@ func TestEnrollNeedsAVerifiedIdentity(t *testing.T) {
 		}
 		b, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		wantError(t, response{resp.StatusCode, resp.Header, b}, 403, "auth.forbidden", "")
+		lanetest.WantError(t, lanetest.Response{Status: resp.StatusCode, Header: resp.Header, Body: b}, 403, "auth.forbidden", "")
 	}
 }
 
 func TestLaneOffAnswers501(t *testing.T) {
-	l := newTestLane(t, func(c *Config) { c.Disabled = true })
+	l := newTestLane(t, func(c *lane.Config) { c.Disabled = true })
 	_, key := l.user("alice")
 	for _, p := range []string{"/v1/devices/enroll-tokens", "/v1/devices/enroll"} {
-		wantError(t, l.do("POST", p, key, "{}"), 501, "capability.device_lane_required", "device lane")
+		lanetest.WantError(t, l.do("POST", p, key, "{}"), 501, "capability.device_lane_required", "device lane")
 	}
 }
 
@@ -240,29 +245,29 @@ func TestEnrollRateLimit(t *testing.T) {
 		_ = i
 	}
 	r := l.do("POST", "/v1/devices/enroll-tokens", key, "")
-	wantError(t, r, 429, "limit.rate_exceeded", "retry-after")
+	lanetest.WantError(t, r, 429, "limit.rate_exceeded", "retry-after")
 	// The clock sits 10 s into its window: 50 s remain.
-	if got := r.header.Get("Retry-After"); got != "50" {
+	if got := r.Header.Get("Retry-After"); got != "50" {
 		t.Fatalf("retry-after %q, want 50", got)
 	}
-	if r := l.do("POST", "/v1/devices/enroll-tokens", bobKey, ""); r.status != 200 {
-		t.Fatalf("bob was limited by alice's budget: %d", r.status)
+	if r := l.do("POST", "/v1/devices/enroll-tokens", bobKey, ""); r.Status != 200 {
+		t.Fatalf("bob was limited by alice's budget: %d", r.Status)
 	}
 	// Registration has its own budget.
-	pub := newPubkey(t)
+	pub := lanetest.NewPubkey(t)
 	for i := range 10 {
 		r := l.do("POST", "/v1/devices/enroll", key, `{"token":1}`)
-		if r.status != 400 {
-			t.Fatalf("registration %d: %d %s", i, r.status, r.body)
+		if r.Status != 400 {
+			t.Fatalf("registration %d: %d %s", i, r.Status, r.Body)
 		}
 	}
-	r = l.do("POST", "/v1/devices/enroll", key, enrollBody(token, pub))
-	wantError(t, r, 429, "limit.rate_exceeded", "retry-after")
+	r = l.do("POST", "/v1/devices/enroll", key, lanetest.EnrollBody(token, pub))
+	lanetest.WantError(t, r, 429, "limit.rate_exceeded", "retry-after")
 	// The refused attempt did not consume the token: the same token and key
 	// succeed once the window has passed.
 	l.clock.Advance(50 * time.Second)
-	if r := l.do("POST", "/v1/devices/enroll", key, enrollBody(token, pub)); r.status != 200 {
-		t.Fatalf("after the window: %d %s", r.status, r.body)
+	if r := l.do("POST", "/v1/devices/enroll", key, lanetest.EnrollBody(token, pub)); r.Status != 200 {
+		t.Fatalf("after the window: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -272,21 +277,25 @@ func TestConcurrentEnrollOverHTTP(t *testing.T) {
 	l := newTestLane(t)
 	alice, key := l.user("alice")
 	token := l.issueToken(key)
-	keys := []string{newPubkey(t), newPubkey(t)}
+	keys := []string{lanetest.NewPubkey(t), lanetest.NewPubkey(t)}
 	statuses := make([]int, 2)
 	var wg sync.WaitGroup
 	for i := range keys {
-		wg.Go(func() { statuses[i] = l.do("POST", "/v1/devices/enroll", key, enrollBody(token, keys[i])).status })
+		wg.Go(func() {
+			statuses[i] = l.do("POST", "/v1/devices/enroll", key, lanetest.EnrollBody(token, keys[i])).Status
+		})
 	}
 	wg.Wait()
 	if statuses[0]+statuses[1] != 200+403 {
 		t.Fatalf("statuses %v, want one 200 and one 403", statuses)
 	}
 	same := l.issueToken(key)
-	pub := newPubkey(t)
+	pub := lanetest.NewPubkey(t)
 	bodies := make([]string, 4)
 	for i := range bodies {
-		wg.Go(func() { bodies[i] = string(l.do("POST", "/v1/devices/enroll", key, enrollBody(same, pub)).body) })
+		wg.Go(func() {
+			bodies[i] = string(l.do("POST", "/v1/devices/enroll", key, lanetest.EnrollBody(same, pub)).Body)
+		})
 	}
 	wg.Wait()
 	for _, b := range bodies {
