@@ -1,30 +1,16 @@
 package lane
 
 import (
-	"bytes"
-	"encoding/json"
+	"github.com/sema-agent/sema/internal/lanetest"
 	"testing"
 
 	"github.com/sema-agent/sema/api"
 )
 
-// pinShape checks that body is exactly what marshalling the api type gives:
-// it decodes with no unknown field, and encodes back to the same bytes.
-// The lane's answers and the clients' types are one definition (package
-// api), so a field added on one end only fails here.
+// pinShape pins an answer's shape to T (lanetest.Pin).
 func pinShape[T any](t *testing.T, what string, body []byte) T {
 	t.Helper()
-	var v T
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		t.Fatalf("%s: %s does not decode as %T: %v", what, body, v, err)
-	}
-	again, _ := json.Marshal(v)
-	if !bytes.Equal(again, bytes.TrimSpace(body)) {
-		t.Errorf("%s: the lane sent\n%s\nthe api type gives\n%s", what, body, again)
-	}
-	return v
+	return lanetest.Pin[T](t, what, body)
 }
 
 func TestAnswersAreTheAPITypes(t *testing.T) {

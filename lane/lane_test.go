@@ -117,6 +117,12 @@ var (
 	enrollBody = lanetest.EnrollBody
 )
 
+// decode is a 200 answer decoded as a T, its shape pinned to T.
+func decode[T any](t *testing.T, r response) T {
+	t.Helper()
+	return lanetest.Decode[T](t, r)
+}
+
 // wantError checks an error answer (lanetest.WantError).
 func wantError(t *testing.T, r response, status int, code, mentions string) {
 	t.Helper()

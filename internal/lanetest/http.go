@@ -1,6 +1,7 @@
 package lanetest
 
 import (
+	"bytes"
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
@@ -26,6 +27,32 @@ func (r Response) JSON(t testing.TB) map[string]any {
 		t.Fatalf("body %q is not a JSON object: %v", r.Body, err)
 	}
 	return m
+}
+
+// Pin decodes body as a T, refusing a field T does not have, and checks
+// that T encodes back to exactly body: the answer's shape is T's.
+func Pin[T any](t testing.TB, what string, body []byte) T {
+	t.Helper()
+	var v T
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&v); err != nil {
+		t.Fatalf("%s: %s does not decode as %T: %v", what, body, v, err)
+	}
+	again, _ := json.Marshal(v)
+	if !bytes.Equal(again, bytes.TrimSpace(body)) {
+		t.Errorf("%s: the lane sent\n%s\nthe api type gives\n%s", what, body, again)
+	}
+	return v
+}
+
+// Decode is a 200 answer decoded as a T, its shape pinned (Pin).
+func Decode[T any](t testing.TB, r Response) T {
+	t.Helper()
+	if r.Status != 200 {
+		t.Fatalf("status %d: %s", r.Status, r.Body)
+	}
+	return Pin[T](t, "answer", r.Body)
 }
 
 // Do sends method path with body to the lane at base, with apiKey as the

@@ -1,11 +1,13 @@
-package lane
+package httpapi
 
 import (
 	"bytes"
-	"encoding/json"
+	"github.com/sema-agent/sema/internal/lanetest"
+	"github.com/sema-agent/sema/lane"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/store"
@@ -14,27 +16,17 @@ import (
 // admin creates the lane's admin identity and returns its API key.
 func (l *testLane) admin() (store.Identity, string) {
 	l.t.Helper()
-	idn, key, err := CreateAdminIdentity(l.t.Context(), l.store, "admin")
+	idn, key, err := lane.CreateAdminIdentity(l.t.Context(), l.store, "admin")
 	if err != nil {
 		l.t.Fatal(err)
 	}
 	return idn, key
 }
 
-// decode decodes a 200 answer into T, pinning its shape to the api type
-// (no field more, none less).
-func decode[T any](t *testing.T, r response) T {
-	t.Helper()
-	if r.Status != 200 {
-		t.Fatalf("status %d: %s", r.Status, r.Body)
-	}
-	return pinShape[T](t, "answer", r.Body)
-}
-
 // createIdentityHTTP is POST /v1/identities as the admin.
 func (l *testLane) createIdentityHTTP(t *testing.T, adminKey, name string) api.CreateIdentityResponse {
 	t.Helper()
-	return decode[api.CreateIdentityResponse](t, l.do("POST", "/v1/identities", adminKey, `{"name":"`+name+`"}`))
+	return lanetest.Decode[api.CreateIdentityResponse](t, l.do("POST", "/v1/identities", adminKey, `{"name":"`+name+`"}`))
 }
 
 // POST /v1/identities {"name"} → {"identityId","name","apiKey"};
@@ -51,7 +43,7 @@ func TestCreateIdentityAnswersItsKeyOnce(t *testing.T) {
 		t.Fatalf("bob's new key: %d %s", r.Status, r.Body)
 	}
 	r := l.do("GET", "/v1/identities", adminKey, "")
-	list := decode[api.IdentityList](t, r)
+	list := lanetest.Decode[api.IdentityList](t, r)
 	want := []api.Identity{
 		{IdentityID: admin.ID, Name: "admin", Admin: true},
 		{IdentityID: bob.IdentityID, Name: "bob"},
@@ -74,16 +66,16 @@ func TestCreateIdentityAnswersItsKeyOnce(t *testing.T) {
 // get 403 auth.forbidden, and a lane with no admin refuses everyone.
 func TestIdentityEndpointsAreTheAdminsOnly(t *testing.T) {
 	l := newTestLane(t)
-	_, userKey := l.user("embedder-user") // CreateIdentity: never an admin
+	_, userKey := l.user("embedder-user") // lane.CreateIdentity: never an admin
 	for _, c := range []struct{ method, body string }{{"POST", `{"name":"eve"}`}, {"GET", ""}} {
-		wantError(t, l.do(c.method, "/v1/identities", userKey, c.body), 403, "auth.forbidden", "admin")
+		lanetest.WantError(t, l.do(c.method, "/v1/identities", userKey, c.body), 403, "auth.forbidden", "admin")
 	}
 	_, adminKey := l.admin()
 	bob := l.createIdentityHTTP(t, adminKey, "bob")
 	for _, c := range []struct{ method, body string }{{"POST", `{"name":"eve"}`}, {"GET", ""}} {
-		wantError(t, l.do(c.method, "/v1/identities", bob.APIKey, c.body), 403, "auth.forbidden", "admin")
+		lanetest.WantError(t, l.do(c.method, "/v1/identities", bob.APIKey, c.body), 403, "auth.forbidden", "admin")
 	}
-	wantError(t, l.do("GET", "/v1/identities", "", ""), 403, "auth.forbidden", "Bearer")
+	lanetest.WantError(t, l.do("GET", "/v1/identities", "", ""), 403, "auth.forbidden", "Bearer")
 }
 
 // The body of POST /v1/identities is closed; errors name the key.
@@ -102,7 +94,7 @@ func TestCreateIdentityBodyIsClosed(t *testing.T) {
 		{"not JSON", `{`, "request.invalid_json", "JSON"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			wantError(t, l.do("POST", "/v1/identities", adminKey, c.body), 400, c.code, c.mentions)
+			lanetest.WantError(t, l.do("POST", "/v1/identities", adminKey, c.body), 400, c.code, c.mentions)
 		})
 	}
 }
@@ -113,13 +105,13 @@ func TestAPIKeysAreCreatedAndListedForTheCaller(t *testing.T) {
 	l := newTestLane(t)
 	_, adminKey := l.admin()
 	bob := l.createIdentityHTTP(t, adminKey, "bob")
-	second := decode[api.CreateAPIKeyResponse](t, l.do("POST", "/v1/api-keys", bob.APIKey, ""))
+	second := lanetest.Decode[api.CreateAPIKeyResponse](t, l.do("POST", "/v1/api-keys", bob.APIKey, ""))
 	if !strings.HasPrefix(second.KeyID, "key_") || !strings.HasPrefix(second.APIKey, "sema_") || second.APIKey == bob.APIKey {
 		t.Fatalf("created %+v", second)
 	}
-	wantError(t, l.do("POST", "/v1/api-keys", bob.APIKey, `{"identityId":"x"}`), 400, "request.body_shape", `"identityId"`)
+	lanetest.WantError(t, l.do("POST", "/v1/api-keys", bob.APIKey, `{"identityId":"x"}`), 400, "request.body_shape", `"identityId"`)
 	r := l.do("GET", "/v1/api-keys", second.APIKey, "")
-	list := decode[api.APIKeyList](t, r)
+	list := lanetest.Decode[api.APIKeyList](t, r)
 	// Oldest first: by creation time, then by id (two keys made in the
 	// same millisecond are ordered by their ids' random parts).
 	if len(list.APIKeys) != 2 || !slices.ContainsFunc(list.APIKeys, func(k api.APIKey) bool { return k.KeyID == second.KeyID }) {
@@ -138,7 +130,7 @@ func TestAPIKeysAreCreatedAndListedForTheCaller(t *testing.T) {
 	if bytes.Contains(r.Body, []byte(bob.APIKey)) || bytes.Contains(r.Body, []byte(second.APIKey)) || bytes.Contains(r.Body, []byte(`"apiKey"`)) {
 		t.Errorf("the key list carries a key: %s", r.Body)
 	}
-	if admins := decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", adminKey, "")); len(admins.APIKeys) != 1 {
+	if admins := lanetest.Decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", adminKey, "")); len(admins.APIKeys) != 1 {
 		t.Errorf("the admin sees %d keys, want only its own one", len(admins.APIKeys))
 	}
 }
@@ -148,23 +140,23 @@ func TestARevokedKeyIsRefusedAtOnce(t *testing.T) {
 	l := newTestLane(t)
 	_, adminKey := l.admin()
 	bob := l.createIdentityHTTP(t, adminKey, "bob")
-	second := decode[api.CreateAPIKeyResponse](t, l.do("POST", "/v1/api-keys", bob.APIKey, ""))
-	revoked := decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+second.KeyID, bob.APIKey, ""))
+	second := lanetest.Decode[api.CreateAPIKeyResponse](t, l.do("POST", "/v1/api-keys", bob.APIKey, ""))
+	revoked := lanetest.Decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+second.KeyID, bob.APIKey, ""))
 	if revoked.KeyID != second.KeyID || revoked.RevokedAt == "" {
 		t.Fatalf("revoke answered %+v", revoked)
 	}
-	wantError(t, l.do("GET", "/v1/devices", second.APIKey, ""), 403, "auth.forbidden", "not valid")
-	if list := decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", bob.APIKey, "")); len(list.APIKeys) != 1 || list.APIKeys[0].KeyID == second.KeyID {
+	lanetest.WantError(t, l.do("GET", "/v1/devices", second.APIKey, ""), 403, "auth.forbidden", "not valid")
+	if list := lanetest.Decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", bob.APIKey, "")); len(list.APIKeys) != 1 || list.APIKeys[0].KeyID == second.KeyID {
 		t.Fatalf("bob's keys after the revoke: %+v", list.APIKeys)
 	}
 	// A second revoke is a no-op.
-	if again := decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+second.KeyID, bob.APIKey, "")); again.RevokedAt != revoked.RevokedAt {
+	if again := lanetest.Decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+second.KeyID, bob.APIKey, "")); again.RevokedAt != revoked.RevokedAt {
 		t.Fatalf("a second revoke answered %+v, want %+v", again, revoked)
 	}
 	// A non-admin may revoke its last key (and is then locked out).
-	keys := decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", bob.APIKey, ""))
-	decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+keys.APIKeys[0].KeyID, bob.APIKey, ""))
-	wantError(t, l.do("GET", "/v1/devices", bob.APIKey, ""), 403, "auth.forbidden", "not valid")
+	keys := lanetest.Decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", bob.APIKey, ""))
+	lanetest.Decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+keys.APIKeys[0].KeyID, bob.APIKey, ""))
+	lanetest.WantError(t, l.do("GET", "/v1/devices", bob.APIKey, ""), 403, "auth.forbidden", "not valid")
 }
 
 // DELETE of another identity's key is 404 (not disclosed); the
@@ -173,17 +165,17 @@ func TestRevokingAnotherIdentitysKey(t *testing.T) {
 	l := newTestLane(t)
 	_, adminKey := l.admin()
 	bob, carol := l.createIdentityHTTP(t, adminKey, "bob"), l.createIdentityHTTP(t, adminKey, "carol")
-	bobKeys := decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", bob.APIKey, ""))
+	bobKeys := lanetest.Decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", bob.APIKey, ""))
 	keyID := bobKeys.APIKeys[0].KeyID
 	unknown := l.do("DELETE", "/v1/api-keys/key_01J8ZQ4T9X0000000000000000", carol.APIKey, "")
 	others := l.do("DELETE", "/v1/api-keys/"+keyID, carol.APIKey, "")
-	wantError(t, others, 404, "api_key.not_found", keyID)
-	wantError(t, unknown, 404, "api_key.not_found", "key_01J8ZQ4T9X0000000000000000")
+	lanetest.WantError(t, others, 404, "api_key.not_found", keyID)
+	lanetest.WantError(t, unknown, 404, "api_key.not_found", "key_01J8ZQ4T9X0000000000000000")
 	if r := l.do("GET", "/v1/devices", bob.APIKey, ""); r.Status != 200 {
 		t.Fatalf("bob's key after carol's attempt: %d", r.Status)
 	}
-	decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+keyID, adminKey, ""))
-	wantError(t, l.do("GET", "/v1/devices", bob.APIKey, ""), 403, "auth.forbidden", "not valid")
+	lanetest.Decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+keyID, adminKey, ""))
+	lanetest.WantError(t, l.do("GET", "/v1/devices", bob.APIKey, ""), 403, "auth.forbidden", "not valid")
 }
 
 // Revoking the admin's last key is refused with 409, so the lane
@@ -191,14 +183,14 @@ func TestRevokingAnotherIdentitysKey(t *testing.T) {
 func TestTheAdminsLastKeyIsRefused(t *testing.T) {
 	l := newTestLane(t)
 	_, adminKey := l.admin()
-	only := decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", adminKey, "")).APIKeys[0].KeyID
-	wantError(t, l.do("DELETE", "/v1/api-keys/"+only, adminKey, ""), 409, "api_key.last_admin_key", only)
+	only := lanetest.Decode[api.APIKeyList](t, l.do("GET", "/v1/api-keys", adminKey, "")).APIKeys[0].KeyID
+	lanetest.WantError(t, l.do("DELETE", "/v1/api-keys/"+only, adminKey, ""), 409, "api_key.last_admin_key", only)
 	if r := l.do("GET", "/v1/identities", adminKey, ""); r.Status != 200 {
 		t.Fatalf("the admin's key after the refusal: %d", r.Status)
 	}
-	second := decode[api.CreateAPIKeyResponse](t, l.do("POST", "/v1/api-keys", adminKey, ""))
-	decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+only, second.APIKey, ""))
-	wantError(t, l.do("GET", "/v1/identities", adminKey, ""), 403, "auth.forbidden", "not valid")
+	second := lanetest.Decode[api.CreateAPIKeyResponse](t, l.do("POST", "/v1/api-keys", adminKey, ""))
+	lanetest.Decode[api.APIKey](t, l.do("DELETE", "/v1/api-keys/"+only, second.APIKey, ""))
+	lanetest.WantError(t, l.do("GET", "/v1/identities", adminKey, ""), 403, "auth.forbidden", "not valid")
 }
 
 // "every identity still sees only its own devices and
@@ -208,16 +200,16 @@ func TestAnIdentitySeesOnlyItsOwnDevicesAndInstructions(t *testing.T) {
 	_, adminKey := l.admin()
 	bob := l.createIdentityHTTP(t, adminKey, "bob")
 	tok := l.issueToken(bob.APIKey)
-	dev := decode[api.EnrollResponse](t, l.do("POST", "/v1/devices/enroll", bob.APIKey, enrollBody(tok, newPubkey(t))))
-	if list := decode[api.DeviceList](t, l.do("GET", "/v1/devices", adminKey, "")); len(list.Devices) != 0 {
+	dev := lanetest.Decode[api.EnrollResponse](t, l.do("POST", "/v1/devices/enroll", bob.APIKey, lanetest.EnrollBody(tok, lanetest.NewPubkey(t))))
+	if list := lanetest.Decode[api.DeviceList](t, l.do("GET", "/v1/devices", adminKey, "")); len(list.Devices) != 0 {
 		t.Fatalf("the admin sees bob's devices: %+v", list.Devices)
 	}
-	if list := decode[api.DeviceList](t, l.do("GET", "/v1/devices", bob.APIKey, "")); len(list.Devices) != 1 || list.Devices[0].DeviceID != dev.DeviceID {
+	if list := lanetest.Decode[api.DeviceList](t, l.do("GET", "/v1/devices", bob.APIKey, "")); len(list.Devices) != 1 || list.Devices[0].DeviceID != dev.DeviceID {
 		t.Fatalf("bob's devices: %+v", list.Devices)
 	}
 	body := `{"kind":"exec","args":{"command":"true"},"timeoutMs":1000}`
-	wantError(t, l.do("POST", "/v1/devices/"+dev.DeviceID+"/instructions", adminKey, body), 404, "device.not_found", dev.DeviceID)
-	wantError(t, l.do("POST", "/v1/devices/"+dev.DeviceID+"/revoke", adminKey, ""), 404, "device.not_found", dev.DeviceID)
+	lanetest.WantError(t, l.do("POST", "/v1/devices/"+dev.DeviceID+"/instructions", adminKey, body), 404, "device.not_found", dev.DeviceID)
+	lanetest.WantError(t, l.do("POST", "/v1/devices/"+dev.DeviceID+"/revoke", adminKey, ""), 404, "device.not_found", dev.DeviceID)
 }
 
 // §1.1's row "token was issued to a different caller identity", end to
@@ -229,22 +221,17 @@ func TestEnrollWithATokenIssuedToAnotherIdentity(t *testing.T) {
 	_, adminKey := l.admin()
 	bob := l.createIdentityHTTP(t, adminKey, "bob")
 	adminsToken := l.issueToken(adminKey)
-	r := l.do("POST", "/v1/devices/enroll", bob.APIKey, enrollBody(adminsToken, newPubkey(t)))
-	if r.Status != 403 || !bytes.Equal(r.Body, enrollmentInvalidBody()) {
-		t.Fatalf("bob enrolling with the admin's token: %d %s, want 403 %s", r.Status, r.Body, enrollmentInvalidBody())
+	r := l.do("POST", "/v1/devices/enroll", bob.APIKey, lanetest.EnrollBody(adminsToken, lanetest.NewPubkey(t)))
+	if r.Status != 403 || !bytes.Equal(r.Body, enrollmentInvalidBody) {
+		t.Fatalf("bob enrolling with the admin's token: %d %s, want 403 %s", r.Status, r.Body, enrollmentInvalidBody)
 	}
-	rows := l.auditRows(store.AuditFilter{Event: string(EventEnrollRefused)})
+	l.clock.Advance(time.Minute) // the refusal's audit window ends: its row is written
+	rows := l.auditRows(store.AuditFilter{Event: string(lane.EventEnrollRefused)}, 1)
 	if len(rows) != 1 || rows[0].Reason != string(store.RefusedWrongIdentity) || rows[0].IdentityID != bob.IdentityID {
 		t.Fatalf("audit rows %+v, want one token_wrong_identity for bob", rows)
 	}
 	// The token was not consumed: its own identity still enrolls with it.
-	if r := l.do("POST", "/v1/devices/enroll", adminKey, enrollBody(adminsToken, newPubkey(t))); r.Status != 200 {
+	if r := l.do("POST", "/v1/devices/enroll", adminKey, lanetest.EnrollBody(adminsToken, lanetest.NewPubkey(t))); r.Status != 200 {
 		t.Fatalf("the admin enrolling with its own token afterwards: %d %s", r.Status, r.Body)
 	}
-}
-
-// enrollmentInvalidBody is the one answer to the four refusals of §1.1.
-func enrollmentInvalidBody() []byte {
-	b, _ := json.Marshal(api.Error{Code: api.CodeEnrollmentInvalid, Message: api.EnrollmentInvalidText})
-	return b
 }
