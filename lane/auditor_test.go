@@ -59,7 +59,7 @@ func testAuditor(t *testing.T, st store.Store, mutate func(*auditorConfig)) (*au
 }
 
 func connected(i int) store.AuditEvent {
-	return store.AuditEvent{DeviceID: fmt.Sprintf("dev_%05d", i), Event: "device.connected", RemoteAddr: "127.0.0.1"}
+	return store.AuditEvent{DeviceID: fmt.Sprintf("dev_%05d", i), Event: string(EventConnected), RemoteAddr: "127.0.0.1"}
 }
 
 func auditRowCount(t *testing.T, st *sqlstore.Store, where string) int {
@@ -142,7 +142,7 @@ func TestAClosingWindowWritesItsRowByItself(t *testing.T) {
 	clk.Advance(auditWindow)
 	var rows []store.AuditEvent
 	eventually(t, "the window's row is written", func() bool {
-		rows, _ = st.AuditEvents(t.Context(), store.AuditFilter{Event: "device.upgrade_refused"})
+		rows, _ = st.AuditEvents(t.Context(), store.AuditFilter{Event: string(EventUpgradeRefused)})
 		return len(rows) > 0
 	})
 	if len(rows) != 1 || rows[0].Count != 3000 || rows[0].RemoteAddr != "192.0.2.1" {

@@ -128,7 +128,7 @@ func (l *wsLane) auditReasons(event, deviceID string) []string {
 
 // rejected lists the frame refusal reasons audited for a device.
 func (l *wsLane) rejected(deviceID string) []string {
-	return l.auditReasons("device.frame_rejected", deviceID)
+	return l.auditReasons(string(EventFrameRejected), deviceID)
 }
 
 // wantRejected waits until the refusal reasons for a device are exactly want.
@@ -384,10 +384,10 @@ func (fd *fakeDevice) expectReject(code protocol.HelloRejectCode) *protocol.Hell
 // has cleaned up (its lease released).
 func (fd *fakeDevice) drop() {
 	fd.t.Helper()
-	n := len(fd.l.auditReasons("device.disconnected", fd.id))
+	n := len(fd.l.auditReasons(string(EventDisconnected), fd.id))
 	fd.ws.CloseNow()
 	eventually(fd.t, "the lane noticed the drop", func() bool {
-		return len(fd.l.auditReasons("device.disconnected", fd.id)) > n
+		return len(fd.l.auditReasons(string(EventDisconnected), fd.id)) > n
 	})
 }
 

@@ -148,7 +148,7 @@ func TestR14Liveness(t *testing.T) {
 		t.Fatal("still open after 3 × H of silence")
 	}
 	fd.expectClosed()
-	if got := l.auditReasons("device.liveness_lost", fd.id); len(got) != 1 {
+	if got := l.auditReasons(string(EventLivenessLost), fd.id); len(got) != 1 {
 		t.Fatalf("%d liveness_lost rows", len(got))
 	}
 	eventually(t, "the lane cleaned up", func() bool { return l.current(fd.id) == nil })
@@ -210,7 +210,7 @@ func TestR15Goodbye(t *testing.T) {
 	// device comes back with the same epoch and answers it.
 	// Cleaned up: detached, and the lease released (after the detach), or
 	// the same-epoch hello below could meet it still held.
-	eventually(t, "the lane cleaned up", func() bool { return len(l.auditReasons("device.disconnected", fd.id)) > 0 })
+	eventually(t, "the lane cleaned up", func() bool { return len(l.auditReasons(string(EventDisconnected), fd.id)) > 0 })
 	if isSettled(b) {
 		t.Fatalf("b settled %+v at the goodbye close", settled(t, b))
 	}
@@ -238,7 +238,7 @@ func TestR15GoodbyeGraceDefaultsToTheReconnectGrace(t *testing.T) {
 	}
 	l.clk.Advance(time.Millisecond)
 	fd.expectClosed()
-	rows := l.auditReasons("device.goodbye", fd.id)
+	rows := l.auditReasons(string(EventGoodbye), fd.id)
 	if !slices.Equal(rows, []string{"sleep"}) {
 		t.Fatalf("goodbye audit %v", rows)
 	}
@@ -333,7 +333,7 @@ func TestR13SupersededSocketLeavesTheNewLease(t *testing.T) {
 	expect[*protocol.Bye](fd, nil)
 	fd.expectClosed()
 	eventually(t, "the superseded socket was cleaned up", func() bool {
-		return len(l.auditReasons("device.disconnected", fd.id)) == 1
+		return len(l.auditReasons(string(EventDisconnected), fd.id)) == 1
 	})
 	// The successor still holds the lease: another replica is refused.
 	third := other
@@ -356,7 +356,7 @@ func TestLeaseLostClosesTheConnection(t *testing.T) {
 	}
 	nextRound(t, l)
 	fd.expectClosed()
-	if got := l.auditReasons("device.lease_lost", fd.id); len(got) != 1 {
+	if got := l.auditReasons(string(EventLeaseLost), fd.id); len(got) != 1 {
 		t.Fatalf("%d lease_lost rows", len(got))
 	}
 }
