@@ -1,5 +1,7 @@
 package api
 
+import "time"
+
 import "github.com/sema-agent/sema/protocol"
 
 // The JSON bodies of the management plane and the instruction endpoints
@@ -64,6 +66,14 @@ type Device struct {
 	Inflight       int    `json:"inflight"`
 	Replica        string `json:"replica,omitempty"`
 }
+
+// GET /v1/devices is paged: ?limit= devices at most (DefaultDevicePage
+// when absent), ?after= the next of an earlier answer, ?online=true only
+// the devices connected to the replica answering.
+const (
+	DefaultDevicePage = 500
+	MaxDevicePage     = 1000
+)
 
 // DeviceList is the answer of GET /v1/devices: one page. Devices is never
 // null; Next, when present, is the cursor of the next page (pass it as
@@ -254,3 +264,77 @@ const (
 	// it, because its connection to the device is live.
 	CodeDeviceConnected = "device.connected"
 )
+
+// PresenceAsk is the body of POST /v1/cluster/presence, which one replica
+// of a cluster sends another: the devices whose presence it asks for.
+type PresenceAsk struct {
+	DeviceIDs []string `json:"deviceIds"`
+}
+
+// HeldPresence is a device's presence on the replica that holds it: the
+// answer of POST /v1/cluster/presence maps device ids to it.
+type HeldPresence struct {
+	Online         bool   `json:"online"`
+	ConnectedSince string `json:"connectedSince,omitempty"`
+	Inflight       int    `json:"inflight"`
+}
+
+// EnrollmentInvalidText is the single explanation of 403
+// device.enrollment_invalid: the four refusals behind it are deliberately
+// indistinguishable on the wire (§1.1), so it says all of them.
+const EnrollmentInvalidText = "Enrollment was refused. The token may have expired, may already have been used " +
+	"by another device, or may have been issued to a different account. Ask for a new enrollment token and try again."
+
+// The endpoints one replica of a cluster calls on another (§8); a request
+// to them that no replica signed is refused.
+const (
+	// PresencePath: POST a PresenceAsk, answered with a map of device ids
+	// to HeldPresence.
+	PresencePath = "/v1/cluster/presence"
+	// HandoverPath: POST with ?holder= the lease's holder, to have the
+	// replica let go of a device's lease (200) unless the device's
+	// connection there is live (409).
+	HandoverPath = "/v1/cluster/devices/{id}/handover"
+)
+
+// WireTime is how the API writes a time: RFC 3339 UTC with milliseconds,
+// as JavaScript's toISOString writes it.
+func WireTime(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// CapabilitiesResponse is the answer of GET /v1/capabilities when the
+// deployment runs the device lane; one that does not answers
+// {"deviceExecutor": false}.
+type CapabilitiesResponse struct {
+	DeviceExecutor Capabilities `json:"deviceExecutor"`
+}
+
+// Capabilities is GET /v1/capabilities's deviceExecutor object: an
+// executor reads wsPath from it, never a path of its own (§1).
+type Capabilities struct {
+	Enabled              bool            `json:"enabled"`
+	ProtocolVersion      int             `json:"protocolVersion"`
+	MaxInflightPerDevice int             `json:"maxInflightPerDevice"`
+	WSPath               string          `json:"wsPath"`
+	Management           ManagementPaths `json:"management"`
+}
+
+// ManagementPaths tells clients where the management verbs are.
+type ManagementPaths struct {
+	EnrollTokens string `json:"enrollTokens"`
+	Enroll       string `json:"enroll"`
+	Devices      string `json:"devices"`
+	MCP          string `json:"mcp"`
+	Identities   string `json:"identities"`
+	APIKeys      string `json:"apiKeys"`
+	Sessions     string `json:"sessions"`
+}
+
+// EnrollRequest is the closed body of POST /v1/devices/enroll (§1.1).
+type EnrollRequest struct {
+	Token         string `json:"token"`
+	Pubkey        string `json:"pubkey"`
+	PlatformOS    string `json:"platformOs"`
+	PlatformArch  string `json:"platformArch,omitempty"`
+	DisplayName   string `json:"displayName,omitempty"`
+	WorkspaceRoot string `json:"workspaceRoot"`
+}

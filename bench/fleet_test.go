@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 )
 
@@ -25,7 +26,7 @@ func TestTheFleetGetsEveryDeviceIn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(httpapi.New(srv))
 	defer hs.Close()
 	defer srv.Shutdown(context.Background())
 	fleet, err := RegisterFleet(t.Context(), st, 40)

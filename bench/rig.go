@@ -20,6 +20,7 @@ import (
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/executor"
 	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -55,7 +56,7 @@ func NewRig(ctx context.Context) (*Rig, error) {
 		return fail(err)
 	}
 	r.Lane = srv
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(httpapi.New(srv))
 	r.cleanup = append(r.cleanup, hs.Close, func() { srv.Shutdown(context.Background()) })
 	_, apiKey, err := lane.CreateIdentity(ctx, st, "bench")
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/lanetest"
 	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 )
@@ -52,7 +53,7 @@ func serveLane(t *testing.T, st store.Store) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(httpapi.New(srv))
 	t.Cleanup(hs.Close)
 	return hs.URL
 }

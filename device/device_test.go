@@ -5,11 +5,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	"errors"
+	"github.com/sema-agent/sema/internal/clock"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +18,7 @@ import (
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/internal/lanetest"
 	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 )
@@ -117,16 +118,10 @@ func TestLockExcludesASecondHolder(t *testing.T) {
 type realLane struct {
 	url   string
 	store store.Store
-	mu    sync.Mutex
-	now   time.Time
+	clock *clock.Fake // the lane's
 }
 
-func (l *realLane) Now() time.Time { l.mu.Lock(); defer l.mu.Unlock(); return l.now }
-func (l *realLane) advance(d time.Duration) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.now = l.now.Add(d)
-}
+func (l *realLane) advance(d time.Duration) { l.clock.Advance(d) }
 
 func newRealLane(t *testing.T) *realLane {
 	st, err := sqlite.Open(t.Context(), t.TempDir())
@@ -134,12 +129,12 @@ func newRealLane(t *testing.T) *realLane {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	l := &realLane{store: st, now: time.Date(2026, 11, 30, 8, 0, 10, 0, time.UTC)}
-	srv, err := lane.New(lane.Config{Store: st, Now: l.Now})
+	l := &realLane{store: st, clock: clock.NewFake(time.Date(2026, 11, 30, 8, 0, 10, 0, time.UTC))}
+	srv, err := lane.New(lane.Config{Store: st, Clock: l.clock})
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(httpapi.New(srv))
 	t.Cleanup(func() {
 		hs.Close()
 		srv.Shutdown(context.Background())

@@ -16,20 +16,15 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/protocol"
 )
-
-// EnrollmentInvalidText is the single explanation of 403
-// device.enrollment_invalid: the four refusals behind it are deliberately
-// indistinguishable on the wire (§1.1), so it says all of them.
-const EnrollmentInvalidText = "Enrollment was refused. The token may have expired, may already have been used " +
-	"by another device, or may have been issued to a different account. Ask for a new enrollment token and try again."
 
 // EnrollmentInvalidError is the lane's 403 device.enrollment_invalid. It is
 // final: the same token must not be retried.
 type EnrollmentInvalidError struct{}
 
-func (*EnrollmentInvalidError) Error() string { return EnrollmentInvalidText }
+func (*EnrollmentInvalidError) Error() string { return api.EnrollmentInvalidText }
 
 // APIError is any other refusal of the management plane.
 type APIError struct {
@@ -58,16 +53,6 @@ func Sleep(ctx context.Context, d time.Duration) error {
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}
-}
-
-// enrollBody is the closed body of POST /v1/devices/enroll (§1.1).
-type enrollBody struct {
-	Token         string `json:"token"`
-	Pubkey        string `json:"pubkey"`
-	PlatformOS    string `json:"platformOs"`
-	PlatformArch  string `json:"platformArch,omitempty"`
-	DisplayName   string `json:"displayName,omitempty"`
-	WorkspaceRoot string `json:"workspaceRoot"`
 }
 
 // EnrollOptions is one `sema device enroll`.
@@ -156,7 +141,7 @@ func enrollInto(ctx context.Context, o EnrollOptions, base, ws string) (Record, 
 	if err != nil {
 		return rec, err
 	}
-	body, err := json.Marshal(enrollBody{
+	body, err := json.Marshal(api.EnrollRequest{
 		Token:         o.Token,
 		Pubkey:        base64.StdEncoding.EncodeToString(priv.Public().(ed25519.PublicKey)),
 		PlatformOS:    o.GOOS,

@@ -43,6 +43,7 @@ import (
 	"github.com/sema-agent/sema/executor"
 	"github.com/sema-agent/sema/executor/ops"
 	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 	"github.com/sema-agent/sema/protocol"
@@ -174,7 +175,7 @@ func (e *env) startLane() (*lane.Server, *httptest.Server) {
 	if err != nil {
 		e.t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(httpapi.New(srv))
 	e.mu.Lock()
 	e.servers = append(e.servers, srv)
 	e.hss = append(e.hss, hs)

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -39,7 +40,7 @@ func TestShutdownWithASocketJustLetIn(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		hs := httptest.NewServer(srv.Handler())
+		hs := httptest.NewServer(httpapi.New(srv))
 		url := "ws" + strings.TrimPrefix(hs.URL, "http") + protocol.WSPath
 		c, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: client})
 		if err != nil {

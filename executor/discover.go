@@ -4,19 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/sema-agent/sema/api"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"time"
 )
-
-// capabilities is the deviceExecutor object of GET /v1/capabilities.
-type capabilities struct {
-	Enabled         bool   `json:"enabled"`
-	ProtocolVersion int    `json:"protocolVersion"`
-	WSPath          string `json:"wsPath"`
-}
 
 // discover reads wsPath from GET /v1/capabilities (never hard-coded, §1)
 // and returns the WebSocket URL: ws:// for an http:// lane, wss:// for
@@ -50,7 +44,7 @@ func (rt *Runtime) discover(ctx context.Context) (string, error) {
 	if string(body.DeviceExecutor) == "false" || len(body.DeviceExecutor) == 0 {
 		return "", fmt.Errorf("capabilities: this deployment does not run the device lane (deviceExecutor is false)")
 	}
-	var c capabilities
+	var c api.Capabilities
 	if err := json.Unmarshal(body.DeviceExecutor, &c); err != nil {
 		return "", fmt.Errorf("capabilities: deviceExecutor: %w", err)
 	}

@@ -1,66 +1,52 @@
 package lane
 
 import (
-	"bytes"
-	"encoding/json"
+	"github.com/sema-agent/sema/internal/lanetest"
 	"testing"
 
 	"github.com/sema-agent/sema/api"
 )
 
-// pinShape checks that body is exactly what marshalling the api type gives:
-// it decodes with no unknown field, and encodes back to the same bytes.
-// The lane's answers and the clients' types are one definition (package
-// api), so a field added on one end only fails here.
+// pinShape pins an answer's shape to T (lanetest.Pin).
 func pinShape[T any](t *testing.T, what string, body []byte) T {
 	t.Helper()
-	var v T
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&v); err != nil {
-		t.Fatalf("%s: %s does not decode as %T: %v", what, body, v, err)
-	}
-	again, _ := json.Marshal(v)
-	if !bytes.Equal(again, bytes.TrimSpace(body)) {
-		t.Errorf("%s: the lane sent\n%s\nthe api type gives\n%s", what, body, again)
-	}
-	return v
+	return lanetest.Pin[T](t, what, body)
 }
 
 func TestAnswersAreTheAPITypes(t *testing.T) {
 	l := newWSLane(t)
 	tok := l.do("POST", "/v1/devices/enroll-tokens", l.ownerKey, "")
-	if pinShape[api.EnrollTokenResponse](t, "enroll token", tok.body).Token == "" {
+	if pinShape[api.EnrollTokenResponse](t, "enroll token", tok.Body).Token == "" {
 		t.Fatal("no token")
 	}
 	fd := l.enroll()
 	fd.establish()
 	s, r := l.postInstruction(fd.id, l.ownerKey, `{"kind":"exec","args":{"command":"sleep 1"},"timeoutMs":60000}`)
-	if r.status != 200 {
-		t.Fatalf("instruction: %d %s", r.status, r.body)
+	if r.Status != 200 {
+		t.Fatalf("instruction: %d %s", r.Status, r.Body)
 	}
 	id := s.next()["instructionId"].(string)
 	fd.instructionFor(id)
 
-	list := pinShape[api.DeviceList](t, "devices", l.do("GET", "/v1/devices", l.ownerKey, "").body)
+	list := pinShape[api.DeviceList](t, "devices", l.do("GET", "/v1/devices", l.ownerKey, "").Body)
 	if len(list.Devices) != 1 || !list.Devices[0].Online || list.Devices[0].Gen == "" || list.Devices[0].Inflight != 1 {
 		t.Fatalf("devices %+v", list)
 	}
 	cancel := l.do("POST", "/v1/instructions/"+id+"/cancel", l.ownerKey, "{}")
-	if pinShape[api.CancelResponse](t, "cancel", cancel.body).InstructionID != id || cancel.status != 202 {
-		t.Errorf("cancel: %d %s", cancel.status, cancel.body)
+	if pinShape[api.CancelResponse](t, "cancel", cancel.Body).InstructionID != id || cancel.Status != 202 {
+		t.Errorf("cancel: %d %s", cancel.Status, cancel.Body)
 	}
 	notFound := l.do("POST", "/v1/instructions/ins_nope/cancel", l.ownerKey, "{}")
-	if e := pinShape[api.Error](t, "error", notFound.body); notFound.status != 404 || e.Code != api.CodeInstructionNotFound {
-		t.Errorf("cancel of an unknown id: %d %s", notFound.status, notFound.body)
+	if e := pinShape[api.Error](t, "error", notFound.Body); notFound.Status != 404 || e.Code != api.CodeInstructionNotFound {
+		t.Errorf("cancel of an unknown id: %d %s", notFound.Status, notFound.Body)
 	}
 	revoked := l.do("POST", "/v1/devices/"+fd.id+"/revoke", l.ownerKey, "")
-	if d := pinShape[api.Device](t, "revoke", revoked.body); !d.Revoked || d.RevokedAt == "" {
-		t.Errorf("revoke: %s", revoked.body)
+	if d := pinShape[api.Device](t, "revoke", revoked.Body); !d.Revoked || d.RevokedAt == "" {
+		t.Errorf("revoke: %s", revoked.Body)
 	}
-	pinShape[api.DeviceList](t, "devices after revoke", l.do("GET", "/v1/devices", l.ownerKey, "").body)
+	pinShape[api.DeviceList](t, "devices after revoke", l.do("GET", "/v1/devices", l.ownerKey, "").Body)
 	forbidden := l.do("GET", "/v1/devices", "sema_wrong", "")
-	if e := pinShape[api.Error](t, "forbidden", forbidden.body); e.Code != api.CodeForbidden {
-		t.Errorf("forbidden: %s", forbidden.body)
+	if e := pinShape[api.Error](t, "forbidden", forbidden.Body); e.Code != api.CodeForbidden {
+		t.Errorf("forbidden: %s", forbidden.Body)
 	}
 }

@@ -24,7 +24,7 @@ func TestRefusalRowsCarryTheRemoteAddressAndAreCounted(t *testing.T) {
 			t.Fatalf("an upgrade over the per-address cap: %v, %v; want 503", resp, err)
 		}
 	}
-	rows := l.auditRows(store.AuditFilter{Event: "device.upgrade_refused"})
+	rows := l.auditRows(store.AuditFilter{Event: string(EventUpgradeRefused)})
 	if len(rows) != 1 || rows[0].Count != refused || rows[0].RemoteAddr != "127.0.0.1" || rows[0].Reason != "preauth_cap_per_addr" {
 		t.Fatalf("upgrade_refused rows %+v; want one from 127.0.0.1 counting %d", rows, refused)
 	}
@@ -34,16 +34,16 @@ func TestRefusalRowsCarryTheRemoteAddressAndAreCounted(t *testing.T) {
 	stranger := &fakeDevice{t: t, l: l, id: holder.id, priv: priv, nonce: holder.nonce, epoch: ids.ULID(), supports: defaultSupports}
 	holder.send(stranger.helloFrame())
 	holder.expectReject(protocol.RejectAuthFailed)
-	hello := l.auditRows(store.AuditFilter{Event: "device.hello_rejected"})
+	hello := l.auditRows(store.AuditFilter{Event: string(EventHelloRejected)})
 	if len(hello) != 1 || hello[0].RemoteAddr != "127.0.0.1" || hello[0].Reason != string(protocol.RejectAuthFailed) {
 		t.Fatalf("hello_rejected rows %+v; want one auth_failed from 127.0.0.1", hello)
 	}
 
 	r := l.do("POST", "/v1/devices/enroll", l.ownerKey, enrollBody("set_unknown", newPubkey(t)))
-	if r.status != http.StatusForbidden {
-		t.Fatalf("enrolling with an unknown token: %d", r.status)
+	if r.Status != http.StatusForbidden {
+		t.Fatalf("enrolling with an unknown token: %d", r.Status)
 	}
-	enroll := l.auditRows(store.AuditFilter{Event: eventEnrollRefused})
+	enroll := l.auditRows(store.AuditFilter{Event: string(EventEnrollRefused)})
 	if len(enroll) != 1 || enroll[0].RemoteAddr != "127.0.0.1" {
 		t.Fatalf("enroll_refused rows %+v; want one from 127.0.0.1", enroll)
 	}

@@ -62,9 +62,8 @@ const (
 	auditPruneEvery   = time.Hour
 	auditWriteTimeout = 30 * time.Second
 
-	eventAuditDropped = "audit.rows_dropped"
-	dropQueueFull     = "queue_full"
-	dropWriteFailed   = "write_failed"
+	dropQueueFull   = "queue_full"
+	dropWriteFailed = "write_failed"
 )
 
 func startAuditor(cfg auditorConfig) *auditor {
@@ -87,7 +86,7 @@ func startAuditor(cfg auditorConfig) *auditor {
 func (a *auditor) add(e store.AuditEvent) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	_, refusal := refusals[e.Event]
+	_, refusal := refusals[EventName(e.Event)]
 	switch {
 	case a.closed:
 		a.droppedTotal.Add(1)
@@ -181,7 +180,7 @@ func (a *auditor) writeQueued(final bool) time.Time {
 		a.queue = append(a.queue, a.windows.closed(a.cfg.clock.Now())...)
 	}
 	for _, reason := range slices.Sorted(maps.Keys(a.dropped)) {
-		a.queue = append(a.queue, store.AuditEvent{Event: eventAuditDropped, Reason: reason, Count: a.dropped[reason]})
+		a.queue = append(a.queue, store.AuditEvent{Event: string(EventAuditDropped), Reason: reason, Count: a.dropped[reason]})
 	}
 	clear(a.dropped)
 	rows, flushes := a.queue, a.flushes
@@ -211,7 +210,7 @@ func (a *auditor) writeBatch(batch []store.AuditEvent) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, e := range batch {
-		if e.Event == eventAuditDropped {
+		if e.Event == string(EventAuditDropped) {
 			a.dropped[e.Reason] += e.Count // still to be told; counted already
 		} else {
 			a.drop(1, dropWriteFailed)

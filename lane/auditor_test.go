@@ -49,7 +49,7 @@ func openRegistry(t *testing.T) *sqlstore.Store {
 func testAuditor(t *testing.T, st store.Store, mutate func(*auditorConfig)) (*auditor, *clock.Fake) {
 	t.Helper()
 	clk := clock.NewFake(laneStart)
-	cfg := auditorConfig{store: st, log: quietLogger(), clock: clk, retention: DefaultAuditRetention}
+	cfg := auditorConfig{store: st, log: quietLogger(), clock: clk, retention: DefaultConfig().AuditRetention}
 	if mutate != nil {
 		mutate(&cfg)
 	}
@@ -59,7 +59,7 @@ func testAuditor(t *testing.T, st store.Store, mutate func(*auditorConfig)) (*au
 }
 
 func connected(i int) store.AuditEvent {
-	return store.AuditEvent{DeviceID: fmt.Sprintf("dev_%05d", i), Event: "device.connected", RemoteAddr: "127.0.0.1"}
+	return store.AuditEvent{DeviceID: fmt.Sprintf("dev_%05d", i), Event: string(EventConnected), RemoteAddr: "127.0.0.1"}
 }
 
 func auditRowCount(t *testing.T, st *sqlstore.Store, where string) int {
@@ -89,7 +89,7 @@ func TestTheAuditorLosesNoRowOf15000Queued(t *testing.T) {
 	if got := auditRowCount(t, st, "WHERE event = 'device.connected'"); got != n+1 {
 		t.Fatalf("%d of %d rows written", got, n+1)
 	}
-	if dropped := auditRowCount(t, st, "WHERE event = '"+eventAuditDropped+"'"); dropped != 0 || a.droppedTotal.Load() != 0 {
+	if dropped := auditRowCount(t, st, "WHERE event = '"+string(EventAuditDropped)+"'"); dropped != 0 || a.droppedTotal.Load() != 0 {
 		t.Fatalf("%d drop rows, %d dropped; want none", dropped, a.droppedTotal.Load())
 	}
 }
@@ -112,12 +112,12 @@ func TestADropIsAnAuditRowAndAMetric(t *testing.T) {
 	if got := auditRowCount(t, st, "WHERE event = 'device.connected'"); got != 11 {
 		t.Fatalf("%d rows written, want the one being written and the 10 queued", got)
 	}
-	drops := l.auditRows(store.AuditFilter{Event: eventAuditDropped})
+	drops := l.auditRows(store.AuditFilter{Event: string(EventAuditDropped)})
 	if len(drops) != 1 || drops[0].Count != 15 || drops[0].Reason != dropQueueFull {
 		t.Fatalf("drop rows %+v, want one counting 15, reason %s", drops, dropQueueFull)
 	}
 	var metrics strings.Builder
-	l.srv.WriteMetrics(&metrics)
+	l.doors.WriteMetrics(&metrics)
 	if !strings.Contains(metrics.String(), "\nsema_lane_audit_rows_dropped_total 15\n") {
 		t.Fatalf("/metrics does not count the 15 dropped rows:\n%s", metrics.String())
 	}
@@ -142,7 +142,7 @@ func TestAClosingWindowWritesItsRowByItself(t *testing.T) {
 	clk.Advance(auditWindow)
 	var rows []store.AuditEvent
 	eventually(t, "the window's row is written", func() bool {
-		rows, _ = st.AuditEvents(t.Context(), store.AuditFilter{Event: "device.upgrade_refused"})
+		rows, _ = st.AuditEvents(t.Context(), store.AuditFilter{Event: string(EventUpgradeRefused)})
 		return len(rows) > 0
 	})
 	if len(rows) != 1 || rows[0].Count != 3000 || rows[0].RemoteAddr != "192.0.2.1" {

@@ -8,7 +8,7 @@ import (
 )
 
 func refusedUpgrade(remote string) store.AuditEvent {
-	return store.AuditEvent{Event: "device.upgrade_refused", Reason: "preauth_cap_per_addr", RemoteAddr: remote}
+	return store.AuditEvent{Event: string(EventUpgradeRefused), Reason: "preauth_cap_per_addr", RemoteAddr: remote}
 }
 
 // H.8: identical refusals from one address within a window are one row
@@ -48,7 +48,7 @@ func TestIdenticalRefusalsWithinAWindowAreOneRowWithACount(t *testing.T) {
 // not identical: each kind has its own row.
 func TestRefusalsOfAnotherKindAreAnotherRow(t *testing.T) {
 	w := newRefusalWindows(10*time.Second, 16)
-	base := store.AuditEvent{Event: "device.hello_rejected", Reason: "auth_failed", RemoteAddr: "192.0.2.1", DeviceID: "dev_A", IdentityID: "idn_A"}
+	base := store.AuditEvent{Event: string(EventHelloRejected), Reason: "auth_failed", RemoteAddr: "192.0.2.1", DeviceID: "dev_A", IdentityID: "idn_A"}
 	kinds := []func(*store.AuditEvent){
 		func(*store.AuditEvent) {},
 		func(e *store.AuditEvent) { e.Event = "device.frame_rejected" },

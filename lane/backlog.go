@@ -27,7 +27,7 @@ package lane
 // decision is taken*, never the stream's watermark read later: chunks
 // pushed between a reader's decision and the ack it sends would be covered
 // by an acknowledgement no window admitted, and the device could then run
-// U past them (the spurious "cancelled (killed)" of issue I). The same
+// U past them (and report a command it never stopped as cancelled). The same
 // reasoning makes a reconnect report the acknowledged watermark in
 // helloAck.chunkWatermarks (conn.go): chunks delivered but not yet
 // acknowledged are not yet "accepted" in §4's sense, and re-sent ones are

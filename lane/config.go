@@ -23,10 +23,9 @@ type Config struct {
 	TokenTTL time.Duration
 	// MaxInflight is the per-device in-flight bound; default 4 (§1.5).
 	MaxInflight int
-	// Now is the clock of the enrollment rate limiter; default time.Now.
-	// Expiries are the database's, not this clock's.
-	Now func() time.Time
-	// Clock runs the WebSocket lane's timers; default the system clock.
+	// Clock is the lane's one clock: the WebSocket lane's timers and the
+	// enrollment rate limit run on it; default the system clock. Expiries
+	// in the registry are the database's, not this clock's.
 	Clock clock.Clock
 
 	// The WebSocket lane's timings and bounds, each defaulting to the value
@@ -59,49 +58,73 @@ type Config struct {
 	// the record of its first start).
 	AuditKeep []string
 	// AdvertiseURL is where the other replicas on the same registry reach
-	// this one (issue L): an absolute http or https URL. When set, New
-	// records the replica in the registry, each lease renewal round beats
-	// its heartbeat, and Shutdown marks it draining, then removes it. ""
-	// records no replica row (one replica alone, as on SQLite).
+	// this one (docs/operations.md): an absolute http or https URL. When
+	// set, New records the replica in the registry, each lease renewal
+	// round beats its heartbeat, and Shutdown marks it draining, then
+	// removes it. "" records no replica row (one replica alone, as on
+	// SQLite).
 	AdvertiseURL string
 	// Logger receives structured logs; default slog.Default(). Tokens, keys
 	// and content are never logged.
 	Logger *slog.Logger
 	// MaxBufferedContent bounds, server-wide, the bytes of instruction
 	// bodies and write content the HTTP API holds in memory at once; a
-	// request over it is 503 service.busy (instruction_body.go). Default
+	// request over it is 503 service.busy (package httpapi). Default
 	// 256 MiB; at least 1 MiB. Content given to Dispatch by a Go caller is
 	// the caller's memory and is not counted.
 	MaxBufferedContent int64
 }
 
-// DefaultAuditRetention is Config.AuditRetention's default: 30 days.
-const DefaultAuditRetention = 720 * time.Hour
-
-// DefaultMaxBufferedContent is Config.MaxBufferedContent's default.
-const DefaultMaxBufferedContent = 256 << 20
+// DefaultConfig is the one place the lane's defaults live: every timing
+// and bound the spec names, at the spec's value, and the lane's own. New
+// fills each zero field of a Config from it; `sema server`'s flags show
+// it. It has no Store, Logger or Clock (New defaults the last two to
+// slog.Default() and the system clock).
+func DefaultConfig() Config {
+	return Config{
+		WSPath:             protocol.WSPath,
+		TokenTTL:           protocol.DefaultTokenTTL,
+		MaxInflight:        protocol.DefaultMaxInflight,
+		HeartbeatInterval:  protocol.DefaultHeartbeatInterval,
+		LeaseTTL:           protocol.DefaultLeaseTTL,
+		ReconnectGrace:     protocol.DefaultReconnectGrace,
+		GapTimeout:         protocol.DefaultGapTimeout,
+		CancelGrace:        protocol.DefaultCancelGrace,
+		ExecutionGrace:     protocol.DefaultExecutionGrace,
+		HandshakeDeadline:  protocol.HandshakeDeadline,
+		ReorderEntries:     protocol.ReorderBufferEntries,
+		ReorderBytes:       protocol.ReorderBufferBytes,
+		DeliveryEntries:    8192,
+		DeliveryBytes:      2 << 20,
+		PayloadPartBytes:   protocol.DefaultPayloadPartBytes,
+		SettledMemo:        protocol.SettledMemoSize,
+		MaxPreAuth:         1024,
+		MaxPreAuthPerAddr:  16,
+		WriteTimeout:       30 * time.Second,
+		AuditRetention:     720 * time.Hour,
+		MaxBufferedContent: 256 << 20,
+	}
+}
 
 func (c Config) withDefaults() (Config, error) {
 	if c.Store == nil {
 		return c, fmt.Errorf("lane: Config.Store is required")
 	}
+	def := DefaultConfig()
 	if c.WSPath == "" {
-		c.WSPath = protocol.WSPath
+		c.WSPath = def.WSPath
 	}
 	if c.TokenTTL == 0 {
-		c.TokenTTL = protocol.DefaultTokenTTL
+		c.TokenTTL = def.TokenTTL
 	}
 	if c.TokenTTL < time.Second {
 		return c, fmt.Errorf("lane: TokenTTL %v is under a second", c.TokenTTL)
 	}
 	if c.MaxInflight == 0 {
-		c.MaxInflight = protocol.DefaultMaxInflight
+		c.MaxInflight = def.MaxInflight
 	}
 	if c.MaxInflight < 1 {
 		return c, fmt.Errorf("lane: MaxInflight %d must be at least 1", c.MaxInflight)
-	}
-	if c.Now == nil {
-		c.Now = time.Now
 	}
 	if c.Clock == nil {
 		c.Clock = clock.Real{}
@@ -110,15 +133,15 @@ func (c Config) withDefaults() (Config, error) {
 		v   *time.Duration
 		def time.Duration
 	}{
-		{&c.HeartbeatInterval, protocol.DefaultHeartbeatInterval},
-		{&c.LeaseTTL, protocol.DefaultLeaseTTL},
-		{&c.ReconnectGrace, protocol.DefaultReconnectGrace},
-		{&c.GapTimeout, protocol.DefaultGapTimeout},
-		{&c.CancelGrace, protocol.DefaultCancelGrace},
-		{&c.ExecutionGrace, protocol.DefaultExecutionGrace},
-		{&c.HandshakeDeadline, protocol.HandshakeDeadline},
-		{&c.WriteTimeout, 30 * time.Second},
-		{&c.AuditRetention, DefaultAuditRetention},
+		{&c.HeartbeatInterval, def.HeartbeatInterval},
+		{&c.LeaseTTL, def.LeaseTTL},
+		{&c.ReconnectGrace, def.ReconnectGrace},
+		{&c.GapTimeout, def.GapTimeout},
+		{&c.CancelGrace, def.CancelGrace},
+		{&c.ExecutionGrace, def.ExecutionGrace},
+		{&c.HandshakeDeadline, def.HandshakeDeadline},
+		{&c.WriteTimeout, def.WriteTimeout},
+		{&c.AuditRetention, def.AuditRetention},
 	}
 	for _, d := range durations {
 		if *d.v == 0 {
@@ -132,14 +155,14 @@ func (c Config) withDefaults() (Config, error) {
 		v   *int
 		def int
 	}{
-		{&c.ReorderEntries, protocol.ReorderBufferEntries},
-		{&c.ReorderBytes, protocol.ReorderBufferBytes},
-		{&c.DeliveryEntries, 8192},
-		{&c.DeliveryBytes, 2 << 20},
-		{&c.PayloadPartBytes, protocol.DefaultPayloadPartBytes},
-		{&c.SettledMemo, protocol.SettledMemoSize},
-		{&c.MaxPreAuth, 1024},
-		{&c.MaxPreAuthPerAddr, 16},
+		{&c.ReorderEntries, def.ReorderEntries},
+		{&c.ReorderBytes, def.ReorderBytes},
+		{&c.DeliveryEntries, def.DeliveryEntries},
+		{&c.DeliveryBytes, def.DeliveryBytes},
+		{&c.PayloadPartBytes, def.PayloadPartBytes},
+		{&c.SettledMemo, def.SettledMemo},
+		{&c.MaxPreAuth, def.MaxPreAuth},
+		{&c.MaxPreAuthPerAddr, def.MaxPreAuthPerAddr},
 	}
 	for _, n := range ints {
 		if *n.v == 0 {
@@ -160,10 +183,11 @@ func (c Config) withDefaults() (Config, error) {
 		return c, err
 	}
 	if c.MaxBufferedContent == 0 {
-		c.MaxBufferedContent = DefaultMaxBufferedContent
+		c.MaxBufferedContent = def.MaxBufferedContent
 	}
-	if c.MaxBufferedContent < noLengthBodyLimit {
-		return c, fmt.Errorf("lane: MaxBufferedContent %d is under %d bytes (one body without Content-Length)", c.MaxBufferedContent, noLengthBodyLimit)
+	// The HTTP API reads a body without Content-Length up to one frame.
+	if c.MaxBufferedContent < protocol.MaxFrameBytes {
+		return c, fmt.Errorf("lane: MaxBufferedContent %d is under %d bytes (one body without Content-Length)", c.MaxBufferedContent, protocol.MaxFrameBytes)
 	}
 	return c, nil
 }

@@ -32,6 +32,7 @@ type conn struct {
 
 	phase       connPhase      // moves only through step (connstate.go)
 	handshaking sync.WaitGroup // the hello's verification, while it runs
+	payloads    sync.WaitGroup // the write payloads it sends (send.go); cleanup waits for them last
 	inPreAuth   bool           // counted against the pre-auth caps
 	preAuthLeft atomic.Bool    // the pre-auth slot was released
 	lastFrame   atomic.Int64   // unix nanoseconds on the lane clock
@@ -99,14 +100,14 @@ func (c *conn) silence() time.Duration {
 func (c *conn) stale() bool { return c.silence() >= c.livenessLimit() }
 
 func (c *conn) auditFrame(reason string) {
-	c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.frame_rejected", Reason: reason, RemoteAddr: c.remote})
+	c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: string(EventFrameRejected), Reason: reason, RemoteAddr: c.remote})
 }
 
 // auditPreAuthFrame audits a frame refused before the handshake completed.
 // No device is verified yet (and the handshake goroutine may be writing
 // c.deviceID), so the row names none.
 func (c *conn) auditPreAuthFrame(reason string) {
-	c.srv.audit(c.ctx, store.AuditEvent{Event: "device.frame_rejected", Reason: reason, RemoteAddr: c.remote})
+	c.srv.audit(c.ctx, store.AuditEvent{Event: string(EventFrameRejected), Reason: reason, RemoteAddr: c.remote})
 }
 
 // serve runs one socket from open to close: challenge, handshake, frames.
@@ -160,7 +161,7 @@ func (c *conn) serve() {
 // time (§1.2); a handshake that finished first makes it moot.
 func (c *conn) handshakeDeadline() {
 	if from, next, _ := c.to(evDeadline); next != from {
-		c.srv.audit(c.ctx, store.AuditEvent{Event: "device.handshake_timeout", RemoteAddr: c.remote})
+		c.srv.audit(c.ctx, store.AuditEvent{Event: string(EventHandshakeTimeout), RemoteAddr: c.remote})
 		c.close()
 	}
 }
@@ -309,7 +310,7 @@ func (c *conn) reject(code protocol.HelloRejectCode, deviceID string) {
 		v := protocol.MinProtocolVersion
 		r.MinProtocolVersion = &v
 	}
-	c.srv.audit(c.ctx, store.AuditEvent{DeviceID: deviceID, Event: "device.hello_rejected", Reason: string(code), RemoteAddr: c.remote})
+	c.srv.audit(c.ctx, store.AuditEvent{DeviceID: deviceID, Event: string(EventHelloRejected), Reason: string(code), RemoteAddr: c.remote})
 	c.sendLast(r)
 }
 
@@ -365,7 +366,7 @@ func (s *Server) handshake(c *conn, h *protocol.Hello) {
 	}
 	switch {
 	case attached:
-		s.audit(c.ctx, store.AuditEvent{DeviceID: dev.ID, Event: "device.connected", RemoteAddr: c.remote})
+		s.audit(c.ctx, store.AuditEvent{DeviceID: dev.ID, Event: string(EventConnected), RemoteAddr: c.remote})
 	case code != "":
 		c.reject(code, dev.ID)
 	}
@@ -472,7 +473,7 @@ func (c *conn) scheduleLiveness() {
 			return
 		}
 		if c.stale() {
-			c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.liveness_lost", RemoteAddr: c.remote})
+			c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: string(EventLivenessLost), RemoteAddr: c.remote})
 			c.close()
 			return
 		}
@@ -496,6 +497,10 @@ func (s *Server) drop(d *deviceState, c *conn, reason protocol.ByeReason) {
 // cleanup runs when the handler's read loop ends: the connection closes,
 // its write loop and its handshake end, and what it attached is undone.
 func (c *conn) cleanup() {
+	// Last: the payloads this connection sends stop once it is closed, or
+	// their call settles, or a read of their content returns; the
+	// connection is over when they are.
+	defer c.payloads.Wait()
 	c.close()
 	s := c.srv
 	s.leavePreAuth(c)
@@ -526,7 +531,7 @@ func (c *conn) cleanup() {
 	}
 	d.mu.Unlock()
 	s.releaseLease(d.id, c.holder)
-	s.audit(context.Background(), store.AuditEvent{DeviceID: d.id, Event: "device.disconnected", RemoteAddr: c.remote})
+	s.audit(context.Background(), store.AuditEvent{DeviceID: d.id, Event: string(EventDisconnected), RemoteAddr: c.remote})
 }
 
 func newConn(s *Server, ws *websocket.Conn, remote string) *conn {

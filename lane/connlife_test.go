@@ -61,11 +61,11 @@ func TestFrameTheStateDoesNotAllowIsRefused(t *testing.T) {
 	frames := fd.barrier()
 	none[*protocol.Instruction](t, frames, "an instruction re-sent by a repeated generationAck", nil)
 	eventually(t, "the repeats were audited", func() bool {
-		got := l.auditReasons("device.frame_repeated", fd.id)
+		got := l.auditReasons(string(EventFrameRepeated), fd.id)
 		return len(got) == 2 && got[0] == "generationAck" && got[1] == "goodbye" || len(got) == 2 && got[0] == "goodbye" && got[1] == "generationAck"
 	})
 	l.wantRejected(fd.id, "pre_hello")
-	if got := l.auditReasons("device.goodbye", fd.id); len(got) != 1 || got[0] != string(protocol.GoodbyeSleep) {
+	if got := l.auditReasons(string(EventGoodbye), fd.id); len(got) != 1 || got[0] != string(protocol.GoodbyeSleep) {
 		t.Fatalf("goodbyes taken: %q, want the first only", got)
 	}
 	if st := l.connState(fd.id); st != connLeaving {
@@ -92,11 +92,11 @@ func TestHelloVerifiedAfterTheDeadlineAttachesNothing(t *testing.T) {
 	fd := l.enroll()
 	release := holdHelloAtItsLease(hooks, fd) // the attach is about to move the state
 	l.clk.Advance(l.srv.cfg.HandshakeDeadline)
-	eventually(t, "the deadline passed", func() bool { return len(l.auditReasons("device.handshake_timeout", "")) == 1 })
+	eventually(t, "the deadline passed", func() bool { return len(l.auditReasons(string(EventHandshakeTimeout), "")) == 1 })
 	release()
 	fd.expectClosed()
 	none[*protocol.HelloAck](t, fd.pending, "a helloAck after the deadline", nil)
-	if n := len(l.auditReasons("device.connected", fd.id)); n != 0 {
+	if n := len(l.auditReasons(string(EventConnected), fd.id)); n != 0 {
 		t.Fatalf("a timed-out hello was audited connected %d times", n)
 	}
 	if l.current(fd.id) != nil {

@@ -19,19 +19,19 @@ func (l *wsLane) listPages(query url.Values, bound int) []api.DeviceList {
 	var pages []api.DeviceList
 	for range bound {
 		r := l.do("GET", "/v1/devices?"+query.Encode(), l.ownerKey, "")
-		page := pinShape[api.DeviceList](l.t.(*testing.T), "device page", r.body)
-		if r.status != 200 {
-			l.t.Fatalf("GET /v1/devices?%s: %d %s", query.Encode(), r.status, r.body)
+		page := pinShape[api.DeviceList](l.t.(*testing.T), "device page", r.Body)
+		if r.Status != 200 {
+			l.t.Fatalf("GET /v1/devices?%s: %d %s", query.Encode(), r.Status, r.Body)
 		}
-		if page.Next == "" && bytes.Contains(r.body, []byte(`"next"`)) {
-			l.t.Fatalf("the last page names an empty next: %s", r.body)
+		if page.Next == "" && bytes.Contains(r.Body, []byte(`"next"`)) {
+			l.t.Fatalf("the last page names an empty next: %s", r.Body)
 		}
 		pages = append(pages, page)
 		if page.Next == "" {
 			return pages
 		}
 		if len(page.Devices) == 0 {
-			l.t.Fatalf("a page with next but no device: %s", r.body)
+			l.t.Fatalf("a page with next but no device: %s", r.Body)
 		}
 		query.Set("after", page.Next)
 	}
@@ -90,10 +90,10 @@ func TestDeviceListIsPagedOldestFirstAndNextIsAbsentAtTheEnd(t *testing.T) {
 
 func TestDeviceListDefaultsTo500APage(t *testing.T) {
 	l := newWSLane(t)
-	registerDevices(t, l.store, l.owner.ID, defaultDevicePage+1)
+	registerDevices(t, l.store, l.owner.ID, api.DefaultDevicePage+1)
 	got, sizes := pageIDs(l.listPages(url.Values{}, 3))
-	if !slices.Equal(sizes, []int{defaultDevicePage, 1}) || !slices.Equal(got, l.registryIDs()) {
-		t.Fatalf("pages of %v; want %d then 1, the registry's order", sizes, defaultDevicePage)
+	if !slices.Equal(sizes, []int{api.DefaultDevicePage, 1}) || !slices.Equal(got, l.registryIDs()) {
+		t.Fatalf("pages of %v; want %d then 1, the registry's order", sizes, api.DefaultDevicePage)
 	}
 }
 
@@ -140,26 +140,26 @@ func TestDeviceListRefusesBadQueries(t *testing.T) {
 	tests := []struct {
 		query, code, mentions string
 	}{
-		{"limit=0", codeFieldInvalid, "limit"},
-		{"limit=1001", codeFieldInvalid, "limit"},
-		{"limit=-1", codeFieldInvalid, "limit"},
-		{"limit=01", codeFieldInvalid, "limit"},
-		{"limit=", codeFieldInvalid, "limit"},
-		{"limit=ten", codeFieldInvalid, "limit"},
-		{"limit=99999999999999999999", codeFieldInvalid, "limit"},
-		{"after=", codeFieldInvalid, "after"},
-		{"after=garbage", codeFieldInvalid, "after"},
-		{"after=dev_01j8zq4t9x0000000000000000", codeFieldInvalid, "after"},
-		{"after=dev_01J8ZQ4T9X0000000000000000", codeFieldInvalid, "after"}, // well formed, no such device
-		{"after=" + others[0].id, codeFieldInvalid, "after"},                // another identity's device
-		{"online=false", codeFieldInvalid, "online"},
-		{"online=1", codeFieldInvalid, "online"},
-		{"online=TRUE", codeFieldInvalid, "online"},
-		{"online=", codeFieldInvalid, "online"},
-		{"page=2", codeBodyShape, "page"},
-		{"limit=1&limit=2", codeBodyShape, "limit"},
-		{"limit=1;after=x", codeBodyShape, "malformed"},
-		{"after=%zz", codeBodyShape, "malformed"},
+		{"limit=0", api.CodeFieldInvalid, "limit"},
+		{"limit=1001", api.CodeFieldInvalid, "limit"},
+		{"limit=-1", api.CodeFieldInvalid, "limit"},
+		{"limit=01", api.CodeFieldInvalid, "limit"},
+		{"limit=", api.CodeFieldInvalid, "limit"},
+		{"limit=ten", api.CodeFieldInvalid, "limit"},
+		{"limit=99999999999999999999", api.CodeFieldInvalid, "limit"},
+		{"after=", api.CodeFieldInvalid, "after"},
+		{"after=garbage", api.CodeFieldInvalid, "after"},
+		{"after=dev_01j8zq4t9x0000000000000000", api.CodeFieldInvalid, "after"},
+		{"after=dev_01J8ZQ4T9X0000000000000000", api.CodeFieldInvalid, "after"}, // well formed, no such device
+		{"after=" + others[0].id, api.CodeFieldInvalid, "after"},                // another identity's device
+		{"online=false", api.CodeFieldInvalid, "online"},
+		{"online=1", api.CodeFieldInvalid, "online"},
+		{"online=TRUE", api.CodeFieldInvalid, "online"},
+		{"online=", api.CodeFieldInvalid, "online"},
+		{"page=2", api.CodeBodyShape, "page"},
+		{"limit=1&limit=2", api.CodeBodyShape, "limit"},
+		{"limit=1;after=x", api.CodeBodyShape, "malformed"},
+		{"after=%zz", api.CodeBodyShape, "malformed"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.query, func(t *testing.T) {

@@ -53,7 +53,7 @@ func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instru
 			contentDone()
 		}
 	}()
-	frame, err := s.buildFrame(in)
+	frame, err := BuildFrame(in)
 	if err != nil {
 		return nil, err
 	}
@@ -159,9 +159,9 @@ func (s *Server) admit(d *deviceState, dev store.Device, in Instruction) protoco
 	return nil
 }
 
-// buildFrame checks an Instruction and makes its frame (gen and issuedSeq
+// BuildFrame checks an Instruction and makes its frame (gen and issuedSeq
 // are stamped at the commit).
-func (s *Server) buildFrame(in Instruction) (protocol.Instruction, error) {
+func BuildFrame(in Instruction) (protocol.Instruction, error) {
 	bad := func(format string, args ...any) (protocol.Instruction, error) {
 		return protocol.Instruction{}, &InvalidInstructionError{Detail: fmt.Sprintf(format, args...)}
 	}
@@ -171,7 +171,7 @@ func (s *Server) buildFrame(in Instruction) (protocol.Instruction, error) {
 	if in.Timeout <= 0 || in.Timeout.Milliseconds() > protocol.MaxSafeInteger {
 		return bad("timeout must be positive")
 	}
-	if problem := checkRootSessionID(in.RootSessionID); problem != "" {
+	if problem := CheckRootSessionID(in.RootSessionID); problem != "" {
 		return bad("rootSessionId %s", problem)
 	}
 	args := in.Args

@@ -312,7 +312,7 @@ func (l *wsLane) postInstructionFrom(deviceID, apiKey string, body io.Reader) (*
 		defer resp.Body.Close()
 		var b bytes.Buffer
 		b.ReadFrom(resp.Body)
-		return nil, response{resp.StatusCode, resp.Header, b.Bytes()}
+		return nil, response{Status: resp.StatusCode, Header: resp.Header, Body: b.Bytes()}
 	}
 	s := &ndjsonStream{t: l.t, resp: resp, lines: make(chan map[string]any, 64)}
 	l.t.Cleanup(func() { resp.Body.Close() })
@@ -328,7 +328,7 @@ func (l *wsLane) postInstructionFrom(deviceID, apiKey string, body io.Reader) (*
 			s.lines <- m
 		}
 	}()
-	return s, response{status: 200, header: resp.Header}
+	return s, response{Status: 200, Header: resp.Header}
 }
 
 func (s *ndjsonStream) next() map[string]any {

@@ -4,91 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/base64"
-	"encoding/json"
 	"fmt"
+	"github.com/sema-agent/sema/api"
 	"net/http"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/sema-agent/sema/internal/b64"
 	"github.com/sema-agent/sema/protocol"
 )
-
-// The lines as streamCall wrote them with encoding/json before they were
-// written by hand: the reference the hand-written lines must equal.
-func oldChunkLine(ch *protocol.Chunk) []byte {
-	ev := chunkEvent{Event: "chunk", Kind: ch.Kind, StreamSeq: ch.StreamSeq}
-	if ch.Kind == protocol.ChunkExit {
-		ev.ExitCode = &ch.ExitCode
-	} else {
-		data := b64.EncodeToString(ch.Data)
-		ev.DataB64 = &data
-	}
-	b, _ := json.Marshal(ev)
-	return append(b, '\n')
-}
-
-func oldOutcomeLine(s *Settlement) []byte {
-	outcome, _ := s.Outcome.(interface{ MarshalJSON() ([]byte, error) }).MarshalJSON()
-	b, _ := json.Marshal(map[string]any{"event": "outcome", "state": s.State, "outcome": json.RawMessage(outcome)})
-	return append(b, '\n')
-}
-
-func oldAcceptedLine(id string) []byte {
-	b, _ := json.Marshal(map[string]string{"event": "accepted", "instructionId": id})
-	return append(b, '\n')
-}
-
-// Every kind of line is byte for byte what encoding/json wrote, whether the
-// chunk came with the device's base64 or not.
-func TestEventLinesAreWhatEncodingJSONWrote(t *testing.T) {
-	binary := make([]byte, 70000)
-	for i := range binary {
-		binary[i] = byte(i * 7)
-	}
-	chunks := []protocol.Chunk{
-		{Kind: protocol.ChunkStdout, StreamSeq: 0, Data: []byte("hi\n")},
-		{Kind: protocol.ChunkStdout, StreamSeq: 1, Data: []byte{}},
-		{Kind: protocol.ChunkStdout, StreamSeq: 1, Data: nil},
-		{Kind: protocol.ChunkStderr, StreamSeq: 2, Data: []byte("<&>\u2028\"\\")},
-		{Kind: protocol.ChunkData, StreamSeq: protocol.MaxSafeInteger, Data: binary},
-		{Kind: protocol.ChunkData, StreamSeq: 3, Data: []byte{0xff, 0xfe}},
-		{Kind: protocol.ChunkExit, StreamSeq: 4, ExitCode: 0},
-		{Kind: protocol.ChunkExit, StreamSeq: 5, ExitCode: -1},
-		{Kind: protocol.ChunkExit, StreamSeq: 6, ExitCode: 137},
-		{Kind: protocol.ChunkExit, StreamSeq: 7, ExitCode: protocol.MaxSafeInteger},
-		{Kind: "stdin", StreamSeq: 8, Data: []byte("never from a device")},
-		{Kind: "\"<odd>\"", StreamSeq: 9},
-	}
-	for _, ch := range chunks {
-		want := oldChunkLine(&ch)
-		if got := appendChunkLine(nil, &ch); !bytes.Equal(got, want) {
-			t.Errorf("%s chunk without DataB64:\n got %s\nwant %s", ch.Kind, got, want)
-		}
-		if ch.Kind == protocol.ChunkExit {
-			continue
-		}
-		ch.DataB64 = []byte(base64.StdEncoding.EncodeToString(ch.Data))
-		if got := appendChunkLine([]byte("before"), &ch); !bytes.Equal(got, append([]byte("before"), want...)) {
-			t.Errorf("%s chunk with DataB64:\n got %s\nwant %s", ch.Kind, got, want)
-		}
-	}
-	for _, id := range []string{"ins_01J8ZQ4T9X7M3K5N6P8R0S2V4W", "<&>"} {
-		if got, want := appendAcceptedLine(nil, id), oldAcceptedLine(id); !bytes.Equal(got, want) {
-			t.Errorf("accepted: got %s want %s", got, want)
-		}
-	}
-	for _, s := range []Settlement{
-		{State: protocol.StateTerminal, Outcome: protocol.ExecOutcome{ExitCode: 3}},
-		{State: protocol.StateTerminalNeverStarted, Outcome: protocol.Failure{ErrorCode: protocol.ErrTargetUnavailable, Message: "<gone> & away"}},
-	} {
-		if got, want := appendOutcomeLine(nil, &s), oldOutcomeLine(&s); !bytes.Equal(got, want) {
-			t.Errorf("outcome: got %s want %s", got, want)
-		}
-	}
-}
 
 // rawLines reads a stream's lines as bytes, as they arrive.
 func rawLines(t *testing.T, l *wsLane, deviceID, body string) <-chan []byte {
@@ -134,14 +59,14 @@ func nextLine(t *testing.T, lines <-chan []byte) []byte {
 // exists. The device's base64 comes through as it was sent.
 func TestEventsAreFlushedWhenNoneFollows(t *testing.T) {
 	_, fd, lines, in := execStreamOverHTTP(t)
-	if got, want := nextLine(t, lines), oldAcceptedLine(in.InstructionID); !bytes.Equal(got, want) {
+	if got, want := nextLine(t, lines), api.AppendAcceptedLine(nil, in.InstructionID); !bytes.Equal(got, want) {
 		t.Fatalf("first line %s, want %s", got, want)
 	}
 	for seq := range int64(3) {
 		data := bytes.Repeat([]byte{byte('a' + seq)}, 1000*int(seq))
 		fd.sendText(fmt.Sprintf(`{"t":"chunk","gen":"%s","instructionId":"%s","streamSeq":%d,"kind":"stdout","dataB64":"%s"}`,
 			fd.gen, in.InstructionID, seq, base64.StdEncoding.EncodeToString(data)))
-		want := oldChunkLine(&protocol.Chunk{Kind: protocol.ChunkStdout, StreamSeq: seq, Data: data})
+		want := api.AppendChunkLine(nil, &protocol.Chunk{Kind: protocol.ChunkStdout, StreamSeq: seq, Data: data})
 		if got := nextLine(t, lines); !bytes.Equal(got, want) {
 			t.Fatalf("chunk %d: %.80s, want %.80s", seq, got, want)
 		}
@@ -171,7 +96,7 @@ func TestEventsGatheredAreWholeAndInOrder(t *testing.T) {
 		fd.result(in.InstructionID, 0, protocol.ExecOutcome{ExitCode: 0})
 	}()
 	for seq := range int64(n) {
-		want := oldChunkLine(&protocol.Chunk{Kind: protocol.ChunkStdout, StreamSeq: seq, Data: data})
+		want := api.AppendChunkLine(nil, &protocol.Chunk{Kind: protocol.ChunkStdout, StreamSeq: seq, Data: data})
 		if got := nextLine(t, lines); !bytes.Equal(got, want) {
 			t.Fatalf("chunk %d: %.80s…, want %.80s…", seq, got, want)
 		}
@@ -211,7 +136,7 @@ func TestPooledChunksComeOutWholeThroughTheReorderBuffer(t *testing.T) {
 		fd.chunk(in.InstructionID, seq, protocol.ChunkStdout, string(data(seq)))
 	}
 	for seq := range int64(6) {
-		want := oldChunkLine(&protocol.Chunk{Kind: protocol.ChunkStdout, StreamSeq: seq, Data: data(seq)})
+		want := api.AppendChunkLine(nil, &protocol.Chunk{Kind: protocol.ChunkStdout, StreamSeq: seq, Data: data(seq)})
 		if got := nextLine(t, lines); !bytes.Equal(got, want) {
 			t.Fatalf("chunk %d: %.80s…, want %.80s…", seq, got, want)
 		}

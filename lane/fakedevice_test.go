@@ -128,7 +128,7 @@ func (l *wsLane) auditReasons(event, deviceID string) []string {
 
 // rejected lists the frame refusal reasons audited for a device.
 func (l *wsLane) rejected(deviceID string) []string {
-	return l.auditReasons("device.frame_rejected", deviceID)
+	return l.auditReasons(string(EventFrameRejected), deviceID)
 }
 
 // wantRejected waits until the refusal reasons for a device are exactly want.
@@ -252,24 +252,27 @@ type fakeDevice struct {
 	barrierID string
 }
 
-// enroll registers a new device through the HTTP plane and returns its
-// (not yet connected) executor.
+// enroll registers a new device of the owner straight in the registry, as
+// enrolling it would, and returns its (not yet connected) executor.
 func (l *wsLane) enroll(supports ...protocol.InstructionKind) *fakeDevice {
 	l.t.Helper()
 	pub, priv, err := ed25519.GenerateKey(rand.Reader)
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	l.clock.Advance(time.Minute) // a fresh rate-limit window (§1.1)
-	token := l.issueToken(l.ownerKey)
-	r := l.do("POST", "/v1/devices/enroll", l.ownerKey, enrollBody(token, base64.StdEncoding.EncodeToString(pub)))
-	if r.status != 200 {
-		l.t.Fatalf("enroll: %d %s", r.status, r.body)
+	token := store.DigestOf("set_test_" + ids.ULID())
+	if _, err := l.store.CreateEnrollToken(l.t.Context(), l.owner.ID, token, time.Hour); err != nil {
+		l.t.Fatal(err)
+	}
+	dev, _, err := l.store.RegisterDevice(l.t.Context(), store.Registration{TokenDigest: token, IdentityID: l.owner.ID, PublicKey: pub,
+		PlatformOS: "linux", PlatformArch: "amd64", DisplayName: "laptop", WorkspaceRoot: "/home/u/work"})
+	if err != nil {
+		l.t.Fatalf("enroll: %v", err)
 	}
 	if len(supports) == 0 {
 		supports = defaultSupports
 	}
-	return &fakeDevice{t: l.t, l: l, id: r.json(l.t)["deviceId"].(string), priv: priv, epoch: ids.ULID(), supports: supports}
+	return &fakeDevice{t: l.t, l: l, id: dev.ID, priv: priv, epoch: ids.ULID(), supports: supports}
 }
 
 // restart is a new executor process on the same enrollment: a new epoch.
@@ -381,10 +384,10 @@ func (fd *fakeDevice) expectReject(code protocol.HelloRejectCode) *protocol.Hell
 // has cleaned up (its lease released).
 func (fd *fakeDevice) drop() {
 	fd.t.Helper()
-	n := len(fd.l.auditReasons("device.disconnected", fd.id))
+	n := len(fd.l.auditReasons(string(EventDisconnected), fd.id))
 	fd.ws.CloseNow()
 	eventually(fd.t, "the lane noticed the drop", func() bool {
-		return len(fd.l.auditReasons("device.disconnected", fd.id)) > n
+		return len(fd.l.auditReasons(string(EventDisconnected), fd.id)) > n
 	})
 }
 

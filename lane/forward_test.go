@@ -3,6 +3,7 @@ package lane
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/sema-agent/sema/api"
 	"io"
 	"net/http"
 	"net/url"
@@ -32,7 +33,7 @@ func TestAnInstructionPostedToAnyReplicaRunsOnTheHolder(t *testing.T) {
 	fd.establish()
 	s, r := b.postInstruction(fd.id, a.ownerKey, `{"kind":"exec","args":{"command":"echo hi"},"timeoutMs":5000}`)
 	if s == nil {
-		t.Fatalf("status %d %s", r.status, r.body)
+		t.Fatalf("status %d %s", r.Status, r.Body)
 	}
 	accepted := s.next() // flushed through the hop before the device has done anything
 	in := fd.instruction()
@@ -50,10 +51,10 @@ func TestAnInstructionPostedToAnyReplicaRunsOnTheHolder(t *testing.T) {
 		t.Fatalf("outcome line %v", m)
 	}
 	s.end()
-	if got := b.srv.Metrics().Forwarded; got != 1 {
+	if got := b.doors.Metrics().Forwarded; got != 1 {
 		t.Fatalf("b forwarded %d requests; want 1", got)
 	}
-	if got := a.srv.Metrics().Forwarded; got != 0 {
+	if got := a.doors.Metrics().Forwarded; got != 0 {
 		t.Fatalf("the holder forwarded %d requests; want 0", got)
 	}
 }
@@ -73,12 +74,12 @@ func TestCancelsReachTheHolderFromAnyReplica(t *testing.T) {
 	s2, _ := a.postInstruction(fd.id, a.ownerKey, `{"kind":"exec","args":{"command":"sleep 100"},"timeoutMs":100000}`)
 	id2 := s2.next()["instructionId"].(string)
 	fd.instructionFor(id2)
-	if got := b.do("POST", "/v1/instructions/"+id2+"/cancel", a.ownerKey, "").status; got != http.StatusAccepted {
+	if got := b.do("POST", "/v1/instructions/"+id2+"/cancel", a.ownerKey, "").Status; got != http.StatusAccepted {
 		t.Fatalf("cancel on the other replica: %d; want 202", got)
 	}
 	fd.expectCancel(id2)
 	_, mallory := b.user("mallory")
-	if got := b.do("POST", "/v1/instructions/"+id2+"/cancel", mallory, "").status; got != http.StatusNotFound {
+	if got := b.do("POST", "/v1/instructions/"+id2+"/cancel", mallory, "").Status; got != http.StatusNotFound {
 		t.Fatalf("another user's cancel through the other replica: %d; want 404", got)
 	}
 }
@@ -90,13 +91,13 @@ func TestADeviceHeldByNoReplicaIsNotForwarded(t *testing.T) {
 	fd := a.enroll()
 	s, r := b.postInstruction(fd.id, a.ownerKey, `{"kind":"exec","args":{"command":"true"},"timeoutMs":5000}`)
 	if s == nil {
-		t.Fatalf("status %d %s", r.status, r.body)
+		t.Fatalf("status %d %s", r.Status, r.Body)
 	}
 	s.next()
 	if m := s.next(); m["state"] != "terminal_never_started" || m["outcome"].(map[string]any)["errorCode"] != string(protocol.ErrTargetUnavailable) {
 		t.Fatalf("outcome %v; want never started, target unavailable", m)
 	}
-	if got := b.srv.Metrics().Forwarded; got != 0 {
+	if got := b.doors.Metrics().Forwarded; got != 0 {
 		t.Fatalf("forwarded %d; want 0", got)
 	}
 }
@@ -135,7 +136,7 @@ func TestPresenceIsTheSameFromAnyReplica(t *testing.T) {
 	var since []any
 	for _, l := range []*wsLane{a, b} {
 		r := l.do("GET", "/v1/devices", a.ownerKey, "")
-		devices := r.json(t)["devices"].([]any)
+		devices := r.JSON(t)["devices"].([]any)
 		got := map[string]map[string]any{}
 		for _, d := range devices {
 			m := d.(map[string]any)
@@ -161,19 +162,19 @@ func TestAReplicaMayAskForAFullPageOfPresence(t *testing.T) {
 	a, b := twoReplicas(t)
 	fd := a.enroll()
 	fd.establish()
-	ask := presenceAsk{DeviceIDs: []string{fd.id}}
-	for len(ask.DeviceIDs) < maxDevicePage {
+	ask := api.PresenceAsk{DeviceIDs: []string{fd.id}}
+	for len(ask.DeviceIDs) < api.MaxDevicePage {
 		ask.DeviceIDs = append(ask.DeviceIDs, ids.New(ids.Device))
 	}
 	body, _ := json.Marshal(ask)
-	req, _ := http.NewRequest("POST", a.url+presencePath, bytes.NewReader(body))
+	req, _ := http.NewRequest("POST", a.url+api.PresencePath, bytes.NewReader(body))
 	b.srv.hop.Sign(req, "")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer resp.Body.Close()
-	var held map[string]heldPresence
+	var held map[string]api.HeldPresence
 	if err := json.NewDecoder(resp.Body).Decode(&held); err != nil || resp.StatusCode != 200 {
 		t.Fatalf("a page of %d ids (%d bytes): %d, %v", len(ask.DeviceIDs), len(body), resp.StatusCode, err)
 	}
@@ -185,8 +186,8 @@ func TestAReplicaMayAskForAFullPageOfPresence(t *testing.T) {
 // L.3: only a replica of the cluster may ask for presence.
 func TestOnlyAReplicaMayAskForPresence(t *testing.T) {
 	a, _ := twoReplicas(t)
-	if r := a.do("POST", presencePath, a.ownerKey, `{"deviceIds":[]}`); r.status != http.StatusForbidden {
-		t.Fatalf("an owner's key asking for presence: %d; want 403", r.status)
+	if r := a.do("POST", api.PresencePath, a.ownerKey, `{"deviceIds":[]}`); r.Status != http.StatusForbidden {
+		t.Fatalf("an owner's key asking for presence: %d; want 403", r.Status)
 	}
 }
 
@@ -202,7 +203,7 @@ func TestAStreamedWriteIsForwardedWhileItsBodyArrives(t *testing.T) {
 	q := "kind=writeFileExclusive&path=/home/u/big.bin&timeoutMs=60000&sha256=" + hexSum(content)
 	s, r := b.postWrite(fd.id, a.ownerKey, q, pr, int64(len(content)))
 	if s == nil {
-		t.Fatalf("status %d %s", r.status, r.body)
+		t.Fatalf("status %d %s", r.Status, r.Body)
 	}
 	accepted := s.next() // nothing of the body has been sent yet
 	in := fd.instruction()
@@ -229,7 +230,7 @@ func runVia(t *testing.T, via *wsLane, fd *fakeDevice, key string) map[string]an
 	t.Helper()
 	s, r := via.postInstruction(fd.id, key, `{"kind":"exec","args":{"command":"true"},"timeoutMs":5000}`)
 	if s == nil {
-		t.Fatalf("status %d %s", r.status, r.body)
+		t.Fatalf("status %d %s", r.Status, r.Body)
 	}
 	id := s.next()["instructionId"].(string)
 	fd.instructionFor(id)
@@ -266,7 +267,7 @@ func TestAForwardFollowsADeviceThatMoved(t *testing.T) {
 	if got := settledCount(a.srv); got != 1 {
 		t.Fatalf("the old replica settled %d instructions; want only the first", got)
 	}
-	if got := b.srv.Metrics().Forwarded; got != 2 {
+	if got := b.doors.Metrics().Forwarded; got != 2 {
 		t.Fatalf("b forwarded %d requests; want 2", got)
 	}
 }
@@ -284,22 +285,22 @@ func TestAForwardTheHolderSendsBackIsNeverDispatchedThere(t *testing.T) {
 
 	s, r := b.postInstruction(fd.id, a.ownerKey, `{"kind":"exec","args":{"command":"true"},"timeoutMs":5000}`)
 	if s == nil {
-		t.Fatalf("status %d %s", r.status, r.body)
+		t.Fatalf("status %d %s", r.Status, r.Body)
 	}
 	s.next()
 	if m := s.next(); m["state"] != "terminal_never_started" || m["outcome"].(map[string]any)["errorCode"] != string(protocol.ErrTargetUnavailable) {
 		t.Fatalf("outcome %v; want never started, target unavailable", m)
 	}
 
-	big := `{"kind":"exec","args":{"command":"true ` + strings.Repeat("x", replayLimit) + `"},"timeoutMs":5000}`
+	big := `{"kind":"exec","args":{"command":"true ` + strings.Repeat("x", overReplayLimit) + `"},"timeoutMs":5000}`
 	r = b.do("POST", "/v1/devices/"+fd.id+"/instructions", a.ownerKey, big)
-	if r.status != http.StatusServiceUnavailable || !strings.Contains(string(r.body), "nothing was dispatched") {
-		t.Fatalf("a large body sent back: %d %s; want 503, nothing dispatched", r.status, r.body)
+	if r.Status != http.StatusServiceUnavailable || !strings.Contains(string(r.Body), "nothing was dispatched") {
+		t.Fatalf("a large body sent back: %d %s; want 503, nothing dispatched", r.Status, r.Body)
 	}
 	if got := settledCount(a.srv); got != 0 {
 		t.Fatalf("the replica the registry names settled %d instructions; want nothing dispatched there", got)
 	}
-	if got := b.srv.Metrics().Forwarded; got != 0 {
+	if got := b.doors.Metrics().Forwarded; got != 0 {
 		t.Fatalf("b counted %d forwards; want 0 (none was answered by another replica)", got)
 	}
 }
@@ -327,3 +328,7 @@ func settledCount(s *Server) (n uint64) {
 	}
 	return n
 }
+
+// overReplayLimit is the size of a body the HTTP API does not hold for a
+// second try when it forwards it (its replayLimit).
+const overReplayLimit = 8 << 10

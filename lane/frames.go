@@ -27,7 +27,7 @@ func (s *Server) handleFrame(c *conn, f protocol.DeviceFrame) {
 		d.mu.Unlock()
 		// §2.4's refusal reasons name no repeat; a repeated generationAck or
 		// goodbye changes nothing and has its own audit event.
-		s.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.frame_repeated", Reason: string(f.Type()), RemoteAddr: c.remote})
+		s.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: string(EventFrameRepeated), Reason: string(f.Type()), RemoteAddr: c.remote})
 		return
 	}
 	switch f := f.(type) {
@@ -102,7 +102,7 @@ func (s *Server) goodbye(d *deviceState, c *conn, g *protocol.Goodbye) {
 	if g.GraceMs != nil {
 		grace = time.Duration(*g.GraceMs) * time.Millisecond
 	}
-	s.audit(c.ctx, store.AuditEvent{DeviceID: d.id, Event: "device.goodbye", Reason: string(g.Reason), RemoteAddr: c.remote})
+	s.audit(c.ctx, store.AuditEvent{DeviceID: d.id, Event: string(EventGoodbye), Reason: string(g.Reason), RemoteAddr: c.remote})
 	c.goodbyeTimer = s.cfg.Clock.AfterFunc(grace, c.close) // the goodbye grace is over
 }
 
@@ -162,7 +162,7 @@ func (s *Server) handleResult(c *conn, r *protocol.Result) {
 	outcome := r.Outcome
 	if err := protocol.CheckOutcome(call.Kind, outcome); err != nil {
 		// The frame was well formed and admitted; its outcome is refused.
-		c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.outcome_refused", Reason: string(call.Kind), RemoteAddr: c.remote})
+		c.srv.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: string(EventOutcomeRefused), Reason: string(call.Kind), RemoteAddr: c.remote})
 		outcome = laneFailure(protocol.ErrOutcomeUnknown, "the device answered with a malformed outcome (%v); the instruction may have run", err)
 	} else if err := call.stream.checkTerminal(outcome); err != nil {
 		outcome = laneFailure(protocol.ErrOutcomeUnknown, "the output stream cannot be reported faithfully: %v", err)

@@ -2,8 +2,11 @@ package lane
 
 import (
 	"context"
+	"errors"
+	"github.com/sema-agent/sema/api"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/sema-agent/sema/lane/cluster"
@@ -11,11 +14,12 @@ import (
 	"github.com/sema-agent/sema/protocol"
 )
 
-// Taking a lease over at once (issue L item 4). A device that reconnects
-// to this replica while its lease is still held by another replica (that
-// replica was killed, or drains, or its socket to the device died without
-// a close) would be refused already_connected until the lease expired, one
-// TTL later. Instead this replica asks the holder to let the lease go:
+// Taking a lease over at once (docs/operations.md, replicas). A device that
+// reconnects to this replica while its lease is still held by another replica
+// (that replica was killed, or drains, or its socket to the device died
+// without a close) would be refused already_connected until the lease
+// expired, one TTL later. Instead this replica asks the holder to let the
+// lease go:
 //
 //   - the holder keeps a connection that is fresh (a frame within the
 //     liveness limit, R14) and answers 409: another executor instance is
@@ -33,10 +37,6 @@ import (
 // saw their streams break (or, forwarded, outcome_unknown), and the device
 // is told of none of them (pendingInstructions is empty), so it stops them
 // and nothing is ever run again (R2).
-
-// handoverPath is the hop-only endpoint a replica asks another to let a
-// device's lease go on: POST, with ?holder= the lease's holder.
-const handoverPath = "/v1/cluster/devices/{id}/handover"
 
 // handoverTimeout bounds one ask; the device's handshake deadline runs.
 const handoverTimeout = 2 * time.Second
@@ -56,7 +56,7 @@ func (s *Server) handedOver(ctx context.Context, deviceID, remote string, held s
 	case !ok:
 		return true // the replica's row is gone: it ended, or was removed as dead
 	}
-	path := "/v1/cluster/devices/" + url.PathEscape(deviceID) + "/handover?holder=" + url.QueryEscape(held.Previous)
+	path := strings.Replace(api.HandoverPath, "{id}", url.PathEscape(deviceID), 1) + "?holder=" + url.QueryEscape(held.Previous)
 	status, err := s.forwarder.Send(ctx, rep.AdvertiseURL, http.MethodPost, path, "", remote)
 	switch {
 	case err == nil:
@@ -66,30 +66,6 @@ func (s *Server) handedOver(ctx context.Context, deviceID, remote string, held s
 	default:
 		return !rep.Live
 	}
-}
-
-// serveHandover answers another replica's ask (see above): 200 when the
-// lease is let go, 409 when the device's connection here is fresh.
-func (s *Server) serveHandover(w http.ResponseWriter, r *http.Request) {
-	if !s.fromReplica(w, r, "a device's lease") {
-		return
-	}
-	deviceID, holder := r.PathValue("id"), r.URL.Query().Get("holder")
-	if holder == "" {
-		writeError(w, errorf(http.StatusBadRequest, codeFieldInvalid, "holder: the lease's holder is required"))
-		return
-	}
-	if !s.letGo(deviceID, holder) {
-		writeError(w, errorf(http.StatusConflict, codeDeviceConnected, "the device's connection to this replica is live"))
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), leaseReleaseTimeout)
-	defer cancel()
-	if err := s.store.ReleaseLease(ctx, deviceID, holder); err != nil {
-		s.unavailable(w, r, "release a lease", err)
-		return
-	}
-	w.WriteHeader(http.StatusOK)
 }
 
 // letGo drops this replica's hold on a device another replica has the
@@ -121,16 +97,19 @@ func (s *Server) letGo(deviceID, holder string) bool {
 	return true
 }
 
-// fromReplica refuses (403) a request to a hop-only endpoint that no
-// replica of this lane's cluster signed; what names what is asked for.
-func (s *Server) fromReplica(w http.ResponseWriter, r *http.Request, what string) bool {
-	if s.hop == nil || !cluster.IsHop(r) {
-		writeError(w, errorf(http.StatusForbidden, codeForbidden, "only a replica of this lane's cluster may ask for %s", what))
-		return false
+// ErrDeviceConnectedHere refuses a hand-over: the device's connection to
+// this replica is live.
+var ErrDeviceConnectedHere = errors.New("lane: the device's connection to this replica is live")
+
+// HandOver lets another replica have a device's lease, which holder held
+// here (see above): it drops this replica's hold and releases the lease;
+// ErrDeviceConnectedHere when the connection here is fresh, another error
+// when the registry fails.
+func (s *Server) HandOver(deviceID, holder string) error {
+	if !s.letGo(deviceID, holder) {
+		return ErrDeviceConnectedHere
 	}
-	if _, err := s.hop.Verify(r); err != nil {
-		writeError(w, errorf(http.StatusForbidden, codeForbidden, "the forwarded request is not valid: %v", err))
-		return false
-	}
-	return true
+	ctx, cancel := context.WithTimeout(context.Background(), leaseReleaseTimeout)
+	defer cancel()
+	return s.store.ReleaseLease(ctx, deviceID, holder)
 }

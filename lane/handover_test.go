@@ -121,7 +121,7 @@ func TestAReplicaKeepsTheLeaseOfALiveConnection(t *testing.T) {
 	twin.expectReject(protocol.RejectAlreadyConnected)
 	s, r := a.postInstruction(fd.id, a.ownerKey, `{"kind":"exec","args":{"command":"true"},"timeoutMs":5000}`)
 	if s == nil {
-		t.Fatalf("status %d %s", r.status, r.body)
+		t.Fatalf("status %d %s", r.Status, r.Body)
 	}
 	s.next()
 	in := fd.instruction()

@@ -118,7 +118,7 @@ func TestHandshakeDeadline(t *testing.T) {
 	late.dial()
 	l.clk.Advance(protocol.HandshakeDeadline)
 	late.expectClosed()
-	if got := l.auditReasons("device.handshake_timeout", ""); len(got) != 1 {
+	if got := l.auditReasons(string(EventHandshakeTimeout), ""); len(got) != 1 {
 		t.Fatalf("%d handshake_timeout audit rows, want 1", len(got))
 	}
 	// The established socket is unaffected by its own deadline passing.
@@ -156,7 +156,7 @@ func TestChallengeNonceIsFresh(t *testing.T) {
 func TestHelloRejectCodes(t *testing.T) {
 	rejected := func(t *testing.T, l *wsLane, want ...string) {
 		t.Helper()
-		if got := l.auditReasons("device.hello_rejected", ""); !slices.Equal(got, want) {
+		if got := l.auditReasons(string(EventHelloRejected), ""); !slices.Equal(got, want) {
 			t.Fatalf("hello_rejected audit reasons %q, want %q", got, want)
 		}
 	}
@@ -254,8 +254,8 @@ func TestHelloRejectCodes(t *testing.T) {
 	t.Run("revoked", func(t *testing.T) {
 		l := newWSLane(t)
 		fd := l.enroll()
-		if r := l.do("POST", "/v1/devices/"+fd.id+"/revoke", l.ownerKey, ""); r.status != 200 {
-			t.Fatalf("revoke: %d %s", r.status, r.body)
+		if r := l.do("POST", "/v1/devices/"+fd.id+"/revoke", l.ownerKey, ""); r.Status != 200 {
+			t.Fatalf("revoke: %d %s", r.Status, r.Body)
 		}
 		fd.dial()
 		fd.send(fd.helloFrame())
@@ -308,7 +308,7 @@ func TestHelloRejectCodes(t *testing.T) {
 		case <-time.After(waitBound):
 			t.Fatal("Shutdown did not return once the last socket closed")
 		}
-		rows, err := l.store.AuditEvents(t.Context(), store.AuditFilter{Event: "device.hello_rejected"})
+		rows, err := l.store.AuditEvents(t.Context(), store.AuditFilter{Event: string(EventHelloRejected)})
 		if err != nil || len(rows) != 1 || rows[0].Reason != "draining" {
 			t.Fatalf("audit rows %+v (%v), want one draining", rows, err)
 		}
@@ -538,7 +538,7 @@ func TestSocketClosedMidHandshakeLeavesNoConnection(t *testing.T) {
 	// The verification attached the closed socket; its cleanup undoes that,
 	// lease included (audited last).
 	eventually(t, "the closed socket was cleaned up", func() bool {
-		return len(l.auditReasons("device.disconnected", fd.id)) == 1
+		return len(l.auditReasons(string(EventDisconnected), fd.id)) == 1
 	})
 	if l.srv.Presence(fd.id).Online {
 		t.Fatal("a closed socket is still the device's connection")

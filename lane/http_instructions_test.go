@@ -17,9 +17,9 @@ func TestHTTPInstructionsEndToEnd(t *testing.T) {
 	fd.establish()
 	s, r := l.postInstruction(fd.id, l.ownerKey, `{"kind":"exec","args":{"command":"echo hi"},"cwd":"/home/u/work","shellEnv":{"A":"1"},"timeoutMs":5000}`)
 	if s == nil {
-		t.Fatalf("status %d %s", r.status, r.body)
+		t.Fatalf("status %d %s", r.Status, r.Body)
 	}
-	if ct := r.header.Get("Content-Type"); ct != "application/x-ndjson" {
+	if ct := r.Header.Get("Content-Type"); ct != "application/x-ndjson" {
 		t.Fatalf("Content-Type %q", ct)
 	}
 	accepted := s.next() // flushed before the device has done anything
@@ -59,7 +59,7 @@ func TestHTTPInstructionsEndToEnd(t *testing.T) {
 	fd2.establish()
 	s, r = l.postInstruction(fd2.id, l.ownerKey, string(body))
 	if s == nil {
-		t.Fatalf("writeFileGuarded: status %d %s", r.status, r.body)
+		t.Fatalf("writeFileGuarded: status %d %s", r.Status, r.Body)
 	}
 	s.next()
 	win := fd2.instruction()
@@ -83,7 +83,7 @@ func TestHTTPInstructionsTargetUnavailable(t *testing.T) {
 	fd := l.enroll()
 	s, r := l.postInstruction(fd.id, l.ownerKey, `{"kind":"exec","args":{"command":"x"},"timeoutMs":1000}`)
 	if s == nil {
-		t.Fatalf("status %d %s", r.status, r.body)
+		t.Fatalf("status %d %s", r.Status, r.Body)
 	}
 	if m := s.next(); m["event"] != "accepted" {
 		t.Fatalf("first line %v", m)
@@ -114,8 +114,8 @@ func TestHTTPInstructionsRefusals(t *testing.T) {
 	}
 	wantError(t, post(ids.New(ids.Device), l.ownerKey, ok), 404, "device.not_found", "dev_")
 	wantError(t, post(fd.id, otherKey, ok), 404, "device.not_found", fd.id)
-	if r := post(fd.id, "", ok); r.status != 403 {
-		t.Fatalf("no credential: %d", r.status)
+	if r := post(fd.id, "", ok); r.Status != 403 {
+		t.Fatalf("no credential: %d", r.Status)
 	}
 	cases := []struct{ body, code, mentions string }{
 		{`{"kind":"exec"`, "request.invalid_json", "JSON"},
@@ -153,7 +153,7 @@ func TestHTTPCancel(t *testing.T) {
 	_, otherKey := l.user("mallory")
 	cancel := func(id, key string) int {
 		t.Helper()
-		return l.do("POST", "/v1/instructions/"+id+"/cancel", key, "").status
+		return l.do("POST", "/v1/instructions/"+id+"/cancel", key, "").Status
 	}
 	running, _ := l.postInstruction(fd.id, l.ownerKey, `{"kind":"exec","args":{"command":"sleep 100"},"timeoutMs":100000}`)
 	runID := running.next()["instructionId"].(string)

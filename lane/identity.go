@@ -27,19 +27,19 @@ func createIdentity(ctx context.Context, st store.Store, name string, create fun
 	if err != nil {
 		return idn, "", fmt.Errorf("lane: create identity: %w", err)
 	}
-	_, key, err := issueAPIKey(ctx, st, idn.ID)
+	_, key, err := IssueAPIKey(ctx, st, idn.ID)
 	return idn, key, err
 }
 
 // CreateAPIKey issues another API key for an identity.
 func CreateAPIKey(ctx context.Context, st store.Store, identityID string) (string, error) {
-	_, key, err := issueAPIKey(ctx, st, identityID)
+	_, key, err := IssueAPIKey(ctx, st, identityID)
 	return key, err
 }
 
-// issueAPIKey mints a key, stores its digest and returns both sides.
-func issueAPIKey(ctx context.Context, st store.Store, identityID string) (store.APIKey, string, error) {
-	key := newSecret("sema_")
+// IssueAPIKey mints a key, stores its digest and returns both sides.
+func IssueAPIKey(ctx context.Context, st store.Store, identityID string) (store.APIKey, string, error) {
+	key := NewSecret("sema_")
 	k, err := st.CreateAPIKey(ctx, identityID, store.DigestOf(key))
 	if err != nil {
 		return k, "", fmt.Errorf("lane: create api key: %w", err)

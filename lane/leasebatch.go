@@ -14,7 +14,7 @@ const leaseBatchMax = 256
 // batches, one transaction each, as a database commits a group: while one
 // batch is written the next gathers. A lone handshake waits for no one; a
 // burst of 15,000 devices reconnecting at once costs a few hundred commits
-// instead of 15,000 (issue M item 4), and the registry's single writer
+// instead of 15,000, and the registry's single writer
 // stops being the queue the burst waits in.
 //
 // One goroutine writes while requests are pending and ends when none are;

@@ -9,7 +9,7 @@ import (
 
 // Handshakes that arrive while a batch of leases is written are decided
 // together in the next one: one transaction for the lot, each answered
-// with its own lease and generation (issue M item 4).
+// with its own lease and generation.
 func TestHandshakesWaitingForALeaseShareOneTransaction(t *testing.T) {
 	hooks := &hookStore{}
 	l := newWSLane(t, withHooks(hooks))

@@ -71,7 +71,7 @@ func (s *Server) renewLeases() {
 	for _, d := range s.deviceStates() {
 		d.mu.Lock()
 		if c := d.conn; c != nil && c.leaseRound < round && c.state() != connClosed && holders[d.id] != c.holder {
-			s.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: "device.lease_lost", RemoteAddr: c.remote})
+			s.audit(c.ctx, store.AuditEvent{DeviceID: c.deviceID, Event: string(EventLeaseLost), RemoteAddr: c.remote})
 			c.close()
 		}
 		d.mu.Unlock()

@@ -117,7 +117,7 @@ func TestALeaseTakenDuringARoundIsNotLost(t *testing.T) {
 	if st := l.connState(late.id); st != connActive {
 		t.Fatalf("the device that connected during the round is %v, want active", st)
 	}
-	if got := l.auditReasons("device.lease_lost", late.id); len(got) != 0 {
+	if got := l.auditReasons(string(EventLeaseLost), late.id); len(got) != 0 {
 		t.Fatalf("%d lease_lost rows for a lease that was never lost", len(got))
 	}
 }

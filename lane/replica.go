@@ -10,10 +10,10 @@ import (
 	"github.com/sema-agent/sema/lane/store"
 )
 
-// This replica's row in the registry (issue L): registered by New when
-// Config.AdvertiseURL is set, its heartbeat beaten by the lease renewer's
-// rounds, marked draining when Shutdown begins and removed when it ends.
-// The row is what the other replicas on the registry see of this one.
+// This replica's row in the registry (docs/operations.md): registered by New
+// when Config.AdvertiseURL is set, its heartbeat beaten by the lease
+// renewer's rounds, marked draining when Shutdown begins and removed when it
+// ends. The row is what the other replicas on the registry see of this one.
 
 // CheckAdvertiseURL refuses an advertise URL the other replicas could not
 // dial (Config.AdvertiseURL); "" is no URL.

@@ -25,8 +25,8 @@ func TestR13Bye(t *testing.T) {
 		running := l.dispatch(fd, execInstr("a"))
 		queued := l.dispatch(fd, execInstr("b"))
 		fd.instructionFor(running.ID)
-		if r := l.do("POST", "/v1/devices/"+fd.id+"/revoke", l.ownerKey, ""); r.status != 200 {
-			t.Fatalf("revoke: %d %s", r.status, r.body)
+		if r := l.do("POST", "/v1/devices/"+fd.id+"/revoke", l.ownerKey, ""); r.Status != 200 {
+			t.Fatalf("revoke: %d %s", r.Status, r.Body)
 		}
 		bye := expect[*protocol.Bye](fd, nil)
 		if bye.Reason != protocol.ByeRevoked || bye.Gen != fd.gen {
@@ -49,8 +49,8 @@ func TestR13Bye(t *testing.T) {
 		call := l.dispatch(fd, execInstr("a"))
 		fd.instructionFor(call.ID)
 		fd.drop()
-		if r := l.do("POST", "/v1/devices/"+fd.id+"/revoke", l.ownerKey, ""); r.status != 200 {
-			t.Fatalf("revoke: %d %s", r.status, r.body)
+		if r := l.do("POST", "/v1/devices/"+fd.id+"/revoke", l.ownerKey, ""); r.Status != 200 {
+			t.Fatalf("revoke: %d %s", r.Status, r.Body)
 		}
 		f := wantFailure(t, settled(t, call), protocol.StateTerminal, protocol.ErrOutcomeUnknown)
 		if !strings.Contains(f.Message, "revoked") {
@@ -148,7 +148,7 @@ func TestR14Liveness(t *testing.T) {
 		t.Fatal("still open after 3 × H of silence")
 	}
 	fd.expectClosed()
-	if got := l.auditReasons("device.liveness_lost", fd.id); len(got) != 1 {
+	if got := l.auditReasons(string(EventLivenessLost), fd.id); len(got) != 1 {
 		t.Fatalf("%d liveness_lost rows", len(got))
 	}
 	eventually(t, "the lane cleaned up", func() bool { return l.current(fd.id) == nil })
@@ -210,7 +210,7 @@ func TestR15Goodbye(t *testing.T) {
 	// device comes back with the same epoch and answers it.
 	// Cleaned up: detached, and the lease released (after the detach), or
 	// the same-epoch hello below could meet it still held.
-	eventually(t, "the lane cleaned up", func() bool { return len(l.auditReasons("device.disconnected", fd.id)) > 0 })
+	eventually(t, "the lane cleaned up", func() bool { return len(l.auditReasons(string(EventDisconnected), fd.id)) > 0 })
 	if isSettled(b) {
 		t.Fatalf("b settled %+v at the goodbye close", settled(t, b))
 	}
@@ -238,7 +238,7 @@ func TestR15GoodbyeGraceDefaultsToTheReconnectGrace(t *testing.T) {
 	}
 	l.clk.Advance(time.Millisecond)
 	fd.expectClosed()
-	rows := l.auditReasons("device.goodbye", fd.id)
+	rows := l.auditReasons(string(EventGoodbye), fd.id)
 	if !slices.Equal(rows, []string{"sleep"}) {
 		t.Fatalf("goodbye audit %v", rows)
 	}
@@ -255,8 +255,8 @@ func TestPresenceInDeviceList(t *testing.T) {
 			Devices []api.Device `json:"devices"`
 		}
 		r := l.do("GET", "/v1/devices", l.ownerKey, "")
-		if err := json.Unmarshal(r.body, &body); err != nil || len(body.Devices) != 1 {
-			t.Fatalf("devices: %d %s", r.status, r.body)
+		if err := json.Unmarshal(r.Body, &body); err != nil || len(body.Devices) != 1 {
+			t.Fatalf("devices: %d %s", r.Status, r.Body)
 		}
 		return body.Devices[0]
 	}
@@ -270,7 +270,7 @@ func TestPresenceInDeviceList(t *testing.T) {
 	fd.instructionFor(a.ID)
 	fd.instructionFor(b.ID)
 	d := list()
-	if !d.Online || d.Gen != fd.gen.String() || d.Inflight != 2 || d.ConnectedSince != wireTime(laneStart.Add(time.Minute)) {
+	if !d.Online || d.Gen != fd.gen.String() || d.Inflight != 2 || d.ConnectedSince != api.WireTime(laneStart.Add(time.Minute)) {
 		t.Fatalf("connected: %+v (gen %s)", d, fd.gen)
 	}
 	fd.answerExec(a.ID, 0)
@@ -289,11 +289,11 @@ func TestPresenceInDeviceList(t *testing.T) {
 func (l *wsLane) replica() *wsLane {
 	l.t.Helper()
 	clk := clock.NewFake(laneStart)
-	srv, err := New(Config{Store: l.store, Clock: clk, Logger: quietLogger(), Now: l.clock.Now})
+	srv, err := New(Config{Store: l.store, Clock: clk, Logger: quietLogger()})
 	if err != nil {
 		l.t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(NewDoors(srv))
 	l.t.Cleanup(func() { srv.Shutdown(context.Background()) })
 	l.t.Cleanup(hs.Close)
 	tl := &testLane{t: l.t, url: hs.URL, store: l.store, clock: l.clock, srv: srv}
@@ -333,7 +333,7 @@ func TestR13SupersededSocketLeavesTheNewLease(t *testing.T) {
 	expect[*protocol.Bye](fd, nil)
 	fd.expectClosed()
 	eventually(t, "the superseded socket was cleaned up", func() bool {
-		return len(l.auditReasons("device.disconnected", fd.id)) == 1
+		return len(l.auditReasons(string(EventDisconnected), fd.id)) == 1
 	})
 	// The successor still holds the lease: another replica is refused.
 	third := other
@@ -356,7 +356,7 @@ func TestLeaseLostClosesTheConnection(t *testing.T) {
 	}
 	nextRound(t, l)
 	fd.expectClosed()
-	if got := l.auditReasons("device.lease_lost", fd.id); len(got) != 1 {
+	if got := l.auditReasons(string(EventLeaseLost), fd.id); len(got) != 1 {
 		t.Fatalf("%d lease_lost rows", len(got))
 	}
 }

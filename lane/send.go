@@ -23,15 +23,13 @@ func (c *conn) sendInstruction(call *Call) {
 	}
 	// One goroutine per write in flight (at most MaxInflight), not per
 	// frame: reading a streamed content may block, and the write loop must
-	// not. Its owner is the connection that committed the call; it stops
-	// when the payload is queued, the call is cancelled or settles, or the
-	// connection ends; Shutdown waits for it (s.handlers).
-	c.srv.handlers.Add(1)
-	go func() {
-		defer c.srv.handlers.Done()
+	// not. Its owner is the connection that committed the call, whose
+	// cleanup waits for it; it stops when the payload is queued, the call
+	// is cancelled or settles, or the connection ends.
+	c.payloads.Go(func() {
 		defer call.dropContent()
 		c.sendPayload(call, frame)
-	}()
+	})
 }
 
 // sendPayload queues a write's payload parts after its instruction frame.
@@ -45,7 +43,7 @@ func (c *conn) sendInstruction(call *Call) {
 // the content was short (contentShort). Once the call is cancelled or
 // settled, nothing more of its payload is sent (nor read).
 func (c *conn) sendPayload(call *Call, frame protocol.Instruction) {
-	// buildFrame put the length and digest in args (§3.4: the same values).
+	// BuildFrame put the length and digest in args (§3.4: the same values).
 	w := frame.Args.(protocol.WriteArgs)
 	sum, total := w.SHA256, w.ContentLen
 	if !c.sendPart(&protocol.Payload{Gen: frame.Gen, InstructionID: call.ID, Part: protocol.PartBegin, TotalLen: total, SHA256: sum}) {

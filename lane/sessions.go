@@ -17,8 +17,8 @@ import (
 // /v1/sessions/{rootSessionId}/rebind). Bindings belong to an identity as
 // devices do.
 
-// maxRootSessionID bounds a rootSessionId: it is a key of the registry.
-const maxRootSessionID = 256
+// MaxRootSessionID bounds a rootSessionId: it is a key of the registry.
+const MaxRootSessionID = 256
 
 // SessionMismatchError refuses an instruction whose root session is bound
 // to another device (§9). Nothing was queued.
@@ -33,11 +33,11 @@ func (e *SessionMismatchError) Error() string {
 		clip(e.RootSessionID), e.BoundDeviceID, e.DeviceID)
 }
 
-// checkRootSessionID returns what is wrong with a rootSessionId, or "".
-func checkRootSessionID(id string) string {
+// CheckRootSessionID returns what is wrong with a rootSessionId, or "".
+func CheckRootSessionID(id string) string {
 	switch {
-	case len(id) > maxRootSessionID:
-		return fmt.Sprintf("must be at most %d bytes, got %d", maxRootSessionID, len(id))
+	case len(id) > MaxRootSessionID:
+		return fmt.Sprintf("must be at most %d bytes, got %d", MaxRootSessionID, len(id))
 	case !utf8.ValidString(id):
 		return "must be valid UTF-8"
 	}
@@ -73,4 +73,12 @@ func (s *Server) bindSession(ctx context.Context, owner, rootSessionID string, d
 		return &SessionMismatchError{RootSessionID: rootSessionID, BoundDeviceID: b.DeviceID, DeviceID: dev.ID}
 	}
 	return nil
+}
+
+// clip shortens what a caller typed for an error message.
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
 }

@@ -38,13 +38,13 @@ func TestTheFirstInstructionBindsTheSession(t *testing.T) {
 	l := newWSLane(t)
 	fd := l.enroll()
 	wantError(t, l.session(l.ownerKey, "rs_1"), 404, "session.not_found", "rs_1")
-	if r := l.submit(fd.id, l.ownerKey, sessionExec("rs_1")); r.status != 200 {
-		t.Fatalf("first submission: %d %s", r.status, r.body)
+	if r := l.submit(fd.id, l.ownerKey, sessionExec("rs_1")); r.Status != 200 {
+		t.Fatalf("first submission: %d %s", r.Status, r.Body)
 	}
 	r := l.session(l.ownerKey, "rs_1")
 	b := decode[api.Session](t, r)
-	if b.RootSessionID != "rs_1" || b.DeviceID != fd.id || b.BoundAt == "" || len(r.json(t)) != 3 {
-		t.Fatalf("session %s", r.body)
+	if b.RootSessionID != "rs_1" || b.DeviceID != fd.id || b.BoundAt == "" || len(r.JSON(t)) != 3 {
+		t.Fatalf("session %s", r.Body)
 	}
 }
 
@@ -55,8 +55,8 @@ func TestTheSameDeviceAgainIsIdempotent(t *testing.T) {
 	l.submit(fd.id, l.ownerKey, sessionExec("rs_1"))
 	first := decode[api.Session](t, l.session(l.ownerKey, "rs_1"))
 	for range 3 {
-		if r := l.submit(fd.id, l.ownerKey, sessionExec("rs_1")); r.status != 200 {
-			t.Fatalf("the same device again: %d %s", r.status, r.body)
+		if r := l.submit(fd.id, l.ownerKey, sessionExec("rs_1")); r.Status != 200 {
+			t.Fatalf("the same device again: %d %s", r.Status, r.Body)
 		}
 	}
 	if again := decode[api.Session](t, l.session(l.ownerKey, "rs_1")); again != first {
@@ -81,7 +81,7 @@ func TestADifferentDeviceIsRefusedBeforeAnythingIsQueued(t *testing.T) {
 	if b := decode[api.Session](t, l.session(l.ownerKey, "rs_1")); b.DeviceID != bound.id {
 		t.Fatalf("the refusal moved the session to %s", b.DeviceID)
 	}
-	eventually(t, "the refused write's reservation is released", func() bool { return l.srv.budget.inUse() == 0 })
+	eventually(t, "the refused write's reservation is released", func() bool { return l.doors.Metrics().BufferedContent == 0 })
 }
 
 // §9: "concurrent submissions produce a single winner": 16 concurrent first
@@ -147,21 +147,21 @@ func TestRebindMovesTheSession(t *testing.T) {
 	r := l.do("POST", "/v1/sessions/rs_1/rebind", l.ownerKey, `{"deviceId":"`+d2.id+`"}`)
 	moved := decode[api.Session](t, r)
 	if moved.RootSessionID != "rs_1" || moved.DeviceID != d2.id || moved.BoundAt == "" {
-		t.Fatalf("rebind answered %s", r.body)
+		t.Fatalf("rebind answered %s", r.Body)
 	}
 	if got := decode[api.Session](t, l.session(l.ownerKey, "rs_1")); got != moved {
 		t.Fatalf("session after the rebind %+v, want %+v", got, moved)
 	}
-	if r := l.submit(d2.id, l.ownerKey, sessionExec("rs_1")); r.status != 200 {
-		t.Fatalf("the new device: %d %s", r.status, r.body)
+	if r := l.submit(d2.id, l.ownerKey, sessionExec("rs_1")); r.Status != 200 {
+		t.Fatalf("the new device: %d %s", r.Status, r.Body)
 	}
 	wantError(t, l.submit(d1.id, l.ownerKey, sessionExec("rs_1")), 409, "session.device_mismatch", d2.id)
-	if rows := l.auditRows(store.AuditFilter{Event: eventSessionRebound}); len(rows) != 1 || rows[0].DeviceID != d2.id {
+	if rows := l.auditRows(store.AuditFilter{Event: string(EventSessionRebound)}); len(rows) != 1 || rows[0].DeviceID != d2.id {
 		t.Fatalf("rebind audit rows %+v", rows)
 	}
 }
 
-// Issue K: "rebind of an unbound session creates the binding".
+// "rebind of an unbound session creates the binding".
 func TestRebindOfAnUnboundSessionBindsIt(t *testing.T) {
 	l := newWSLane(t)
 	fd := l.enroll()
@@ -174,7 +174,7 @@ func TestRebindOfAnUnboundSessionBindsIt(t *testing.T) {
 	}
 }
 
-// Issue K: rebinding to a device the caller does not own is 404 like an
+// Rebinding to a device the caller does not own is 404 like an
 // unknown device; to a revoked device 409 device.revoked; the body is
 // closed.
 func TestRebindRefusals(t *testing.T) {
@@ -182,8 +182,8 @@ func TestRebindRefusals(t *testing.T) {
 	mine := l.enroll()
 	_, bobKey := l.user("bob")
 	revoked := l.enroll()
-	if r := l.do("POST", "/v1/devices/"+revoked.id+"/revoke", l.ownerKey, ""); r.status != 200 {
-		t.Fatal(r.status)
+	if r := l.do("POST", "/v1/devices/"+revoked.id+"/revoke", l.ownerKey, ""); r.Status != 200 {
+		t.Fatal(r.Status)
 	}
 	rebind := func(key, body string) response { return l.do("POST", "/v1/sessions/rs_1/rebind", key, body) }
 	wantError(t, rebind(bobKey, `{"deviceId":"`+mine.id+`"}`), 404, "device.not_found", mine.id)
@@ -197,7 +197,7 @@ func TestRebindRefusals(t *testing.T) {
 		400, "request.field_invalid", "rootSessionId")
 }
 
-// §9 / issue K: "sessions belong to an identity like devices do": another
+// §9: "sessions belong to an identity like devices do": another
 // identity neither sees a session nor is refused by it; its own session of
 // the same id binds its own device.
 func TestSessionsBelongToAnIdentity(t *testing.T) {
@@ -208,8 +208,8 @@ func TestSessionsBelongToAnIdentity(t *testing.T) {
 	wantError(t, l.session(bobKey, "shared"), 404, "session.not_found", "shared")
 	tok := l.issueToken(bobKey)
 	bobs := decode[api.EnrollResponse](t, l.do("POST", "/v1/devices/enroll", bobKey, enrollBody(tok, newPubkey(t))))
-	if r := l.submit(bobs.DeviceID, bobKey, sessionExec("shared")); r.status != 200 {
-		t.Fatalf("bob's own session of the same id: %d %s", r.status, r.body)
+	if r := l.submit(bobs.DeviceID, bobKey, sessionExec("shared")); r.Status != 200 {
+		t.Fatalf("bob's own session of the same id: %d %s", r.Status, r.Body)
 	}
 	if b := decode[api.Session](t, l.session(bobKey, "shared")); b.DeviceID != bobs.DeviceID {
 		t.Fatalf("bob's session %+v", b)
@@ -219,15 +219,15 @@ func TestSessionsBelongToAnIdentity(t *testing.T) {
 	}
 }
 
-// Issue K: "instructions without rootSessionId behave as today": no
+// "instructions without rootSessionId behave as today": no
 // binding, any device.
 func TestInstructionsWithoutARootSessionAreNotBound(t *testing.T) {
 	l := newWSLane(t)
 	d1, d2 := l.enroll(), l.enroll()
 	body := `{"kind":"exec","args":{"command":"true"},"timeoutMs":1000}`
 	for _, fd := range []*fakeDevice{d1, d2, d1} {
-		if r := l.submit(fd.id, l.ownerKey, body); r.status != 200 {
-			t.Fatalf("%s: %d %s", fd.id, r.status, r.body)
+		if r := l.submit(fd.id, l.ownerKey, body); r.Status != 200 {
+			t.Fatalf("%s: %d %s", fd.id, r.Status, r.Body)
 		}
 	}
 	var n int
@@ -269,12 +269,12 @@ func TestDispatchBindsForTheDevicesOwner(t *testing.T) {
 func TestARevokedDeviceIsNotBound(t *testing.T) {
 	l := newWSLane(t)
 	revoked, live := l.enroll(), l.enroll()
-	if r := l.do("POST", "/v1/devices/"+revoked.id+"/revoke", l.ownerKey, ""); r.status != 200 {
-		t.Fatal(r.status)
+	if r := l.do("POST", "/v1/devices/"+revoked.id+"/revoke", l.ownerKey, ""); r.Status != 200 {
+		t.Fatal(r.Status)
 	}
 	r := l.submit(revoked.id, l.ownerKey, sessionExec("rs_1"))
-	if r.status != 200 || !strings.Contains(string(r.body), "target_unavailable") {
-		t.Fatalf("a revoked device: %d %s", r.status, r.body)
+	if r.Status != 200 || !strings.Contains(string(r.Body), "target_unavailable") {
+		t.Fatalf("a revoked device: %d %s", r.Status, r.Body)
 	}
 	wantError(t, l.session(l.ownerKey, "rs_1"), 404, "session.not_found", "rs_1")
 	l.submit(live.id, l.ownerKey, sessionExec("rs_1"))

@@ -41,7 +41,7 @@ func preAuthFor(n int) func(*Config) {
 // registry and clock.
 func (l *wsLane) restarted(mutate ...func(*Config)) *wsLane {
 	l.t.Helper()
-	cfg := Config{Store: l.store, Now: l.clock.Now, Clock: l.clk, Logger: quietLogger()}
+	cfg := Config{Store: l.store, Clock: l.clk, Logger: quietLogger()}
 	for _, m := range mutate {
 		m(&cfg)
 	}
@@ -50,7 +50,7 @@ func (l *wsLane) restarted(mutate ...func(*Config)) *wsLane {
 		l.t.Fatal(err)
 	}
 	l.t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(NewDoors(srv))
 	l.t.Cleanup(hs.Close)
 	next := *l.testLane
 	next.url, next.srv = hs.URL, srv

@@ -47,6 +47,6 @@ func TestAFramePipelinedWithTheUpgradeIsRead(t *testing.T) {
 		t.Fatalf("the lane never closed the socket after the pipelined frame: %v", err)
 	}
 	eventually(t, "the malformed frame was audited", func() bool {
-		return len(l.auditReasons("device.frame_rejected", "")) == 1
+		return len(l.auditReasons(string(EventFrameRejected), "")) == 1
 	})
 }

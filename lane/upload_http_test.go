@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/internal/b64"
 	"io"
 	"net/http"
 	"strings"
@@ -40,7 +42,7 @@ func (l *wsLane) postWrite(deviceID, apiKey, query string, body io.Reader, n int
 	if resp.StatusCode != 200 {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		return nil, response{resp.StatusCode, resp.Header, b}
+		return nil, response{Status: resp.StatusCode, Header: resp.Header, Body: b}
 	}
 	s := &ndjsonStream{t: l.t, resp: resp, lines: make(chan map[string]any, 64)}
 	l.t.Cleanup(func() { resp.Body.Close() })
@@ -55,7 +57,7 @@ func (l *wsLane) postWrite(deviceID, apiKey, query string, body io.Reader, n int
 			s.lines <- m
 		}
 	}()
-	return s, response{status: 200, header: resp.Header}
+	return s, response{Status: 200, Header: resp.Header}
 }
 
 func hexSum(b []byte) string { s := sha256.Sum256(b); return hex.EncodeToString(s[:]) }
@@ -74,7 +76,7 @@ func TestStreamedWriteEndToEnd(t *testing.T) {
 	q := "kind=writeFileExclusive&path=/home/u/a%20b.bin&timeoutMs=60000&rootSessionId=ses_1&sha256=" + hexSum(content)
 	s, r := l.postWrite(fd.id, l.ownerKey, q, pr, int64(len(content)))
 	if s == nil {
-		t.Fatalf("status %d %s", r.status, r.body)
+		t.Fatalf("status %d %s", r.Status, r.Body)
 	}
 	accepted := s.next() // nothing of the body has been sent yet
 	in := fd.instruction()
@@ -86,8 +88,10 @@ func TestStreamedWriteEndToEnd(t *testing.T) {
 		a.SHA256.String() != hexSum(content) || in.TimeoutMs != 60000 || in.RootSessionID != "ses_1" || a.Expect != nil {
 		t.Fatalf("instruction %+v args %+v", in, a)
 	}
-	if got := l.srv.budget.inUse(); got != l.srv.uploadReservation() {
-		t.Fatalf("an upload holds %d bytes of the budget, want %d", got, l.srv.uploadReservation())
+	// An upload holds one part, its base64 and room for a frame's fields.
+	part := protocol.DefaultPayloadPartBytes
+	if got, want := l.doors.Metrics().BufferedContent, int64(part+b64.EncodedLen(part)+1024); got != want {
+		t.Fatalf("an upload holds %d bytes of the budget, want %d", got, want)
 	}
 	go func() {
 		pw.Write(content)
@@ -101,7 +105,7 @@ func TestStreamedWriteEndToEnd(t *testing.T) {
 		t.Fatalf("outcome line %v", m)
 	}
 	s.end()
-	eventually(t, "the upload's reservation is released", func() bool { return l.srv.budget.inUse() == 0 })
+	eventually(t, "the upload's reservation is released", func() bool { return l.doors.Metrics().BufferedContent == 0 })
 }
 
 // Refusals before anything is queued, each naming what is wrong.
@@ -127,39 +131,39 @@ func TestStreamedWriteRefusals(t *testing.T) {
 	wantError(t, refused(fd.id, l.ownerKey, ok, -1), 411, "request.length_required", "Content-Length")
 	wantError(t, refused(ids.New(ids.Device), l.ownerKey, ok, 1), 404, "device.not_found", "dev_")
 	wantError(t, refused(fd.id, otherKey, ok, 1), 404, "device.not_found", fd.id)
-	if r := refused(fd.id, "", ok, 1); r.status != 403 {
-		t.Fatalf("no credential: %d", r.status)
+	if r := refused(fd.id, "", ok, 1); r.Status != 403 {
+		t.Fatalf("no credential: %d", r.Status)
 	}
 	cases := []struct{ query, code, mentions string }{
-		{"timeoutMs=1000&sha256=" + sum, codeBodyShape, `"path"`},
-		{"path=/w/f&sha256=" + sum, codeBodyShape, `"timeoutMs"`},
-		{"path=/w/f&timeoutMs=1000", codeBodyShape, `"sha256"`},
-		{ok + "&mode=755", codeBodyShape, `"mode"`},
-		{ok + "&path=/w/g", codeBodyShape, `"path" is given 2 times`},
-		{ok + "&a=%zz", codeBodyShape, "malformed"},
-		{ok + "&kind=exec", codeFieldInvalid, `kind "exec"`},
-		{ok + "&kind=nope", codeFieldInvalid, `kind "nope"`},
-		{"path=w/f&timeoutMs=1000&sha256=" + sum, codeFieldInvalid, "path"},
-		{"path=/w/../f&timeoutMs=1000&sha256=" + sum, codeFieldInvalid, "path"},
-		{"path=/w/f%ff&timeoutMs=1000&sha256=" + sum, codeFieldInvalid, "path"},
-		{"path=/w/f&timeoutMs=0&sha256=" + sum, codeFieldInvalid, "timeoutMs"},
-		{"path=/w/f&timeoutMs=-5&sha256=" + sum, codeFieldInvalid, "timeoutMs"},
-		{"path=/w/f&timeoutMs=1.5&sha256=" + sum, codeFieldInvalid, "timeoutMs"},
-		{"path=/w/f&timeoutMs=09&sha256=" + sum, codeFieldInvalid, "timeoutMs"},
-		{"path=/w/f&timeoutMs=9007199254740992&sha256=" + sum, codeFieldInvalid, "timeoutMs"},
-		{"path=/w/f&timeoutMs=9223372036855&sha256=" + sum, codeFieldInvalid, "at most 9223372036854"},
-		{"path=/w/f&timeoutMs=1000&sha256=abc", codeFieldInvalid, "sha256"},
-		{"path=/w/f&timeoutMs=1000&sha256=" + strings.ToUpper(sum), codeFieldInvalid, "sha256"},
-		{"path=/w/f&timeoutMs=1000&sha256=" + strings.Repeat("g", 64), codeFieldInvalid, "sha256"},
-		{ok + `&expect={"canonicalPath":"/w/f"}`, codeFieldInvalid, "expect is only for writeFileGuarded"},
-		{ok + "&kind=writeFileGuarded", codeFieldInvalid, "needs expect"},
-		{ok + `&kind=writeFileGuarded&expect={"canonicalPath":"/w/f"},"x":1`, codeFieldInvalid, "expect"},
-		{ok + `&kind=writeFileGuarded&expect={"canonicalPath":5}`, codeFieldInvalid, "expect.canonicalPath"},
+		{"timeoutMs=1000&sha256=" + sum, api.CodeBodyShape, `"path"`},
+		{"path=/w/f&sha256=" + sum, api.CodeBodyShape, `"timeoutMs"`},
+		{"path=/w/f&timeoutMs=1000", api.CodeBodyShape, `"sha256"`},
+		{ok + "&mode=755", api.CodeBodyShape, `"mode"`},
+		{ok + "&path=/w/g", api.CodeBodyShape, `"path" is given 2 times`},
+		{ok + "&a=%zz", api.CodeBodyShape, "malformed"},
+		{ok + "&kind=exec", api.CodeFieldInvalid, `kind "exec"`},
+		{ok + "&kind=nope", api.CodeFieldInvalid, `kind "nope"`},
+		{"path=w/f&timeoutMs=1000&sha256=" + sum, api.CodeFieldInvalid, "path"},
+		{"path=/w/../f&timeoutMs=1000&sha256=" + sum, api.CodeFieldInvalid, "path"},
+		{"path=/w/f%ff&timeoutMs=1000&sha256=" + sum, api.CodeFieldInvalid, "path"},
+		{"path=/w/f&timeoutMs=0&sha256=" + sum, api.CodeFieldInvalid, "timeoutMs"},
+		{"path=/w/f&timeoutMs=-5&sha256=" + sum, api.CodeFieldInvalid, "timeoutMs"},
+		{"path=/w/f&timeoutMs=1.5&sha256=" + sum, api.CodeFieldInvalid, "timeoutMs"},
+		{"path=/w/f&timeoutMs=09&sha256=" + sum, api.CodeFieldInvalid, "timeoutMs"},
+		{"path=/w/f&timeoutMs=9007199254740992&sha256=" + sum, api.CodeFieldInvalid, "timeoutMs"},
+		{"path=/w/f&timeoutMs=9223372036855&sha256=" + sum, api.CodeFieldInvalid, "at most 9223372036854"},
+		{"path=/w/f&timeoutMs=1000&sha256=abc", api.CodeFieldInvalid, "sha256"},
+		{"path=/w/f&timeoutMs=1000&sha256=" + strings.ToUpper(sum), api.CodeFieldInvalid, "sha256"},
+		{"path=/w/f&timeoutMs=1000&sha256=" + strings.Repeat("g", 64), api.CodeFieldInvalid, "sha256"},
+		{ok + `&expect={"canonicalPath":"/w/f"}`, api.CodeFieldInvalid, "expect is only for writeFileGuarded"},
+		{ok + "&kind=writeFileGuarded", api.CodeFieldInvalid, "needs expect"},
+		{ok + `&kind=writeFileGuarded&expect={"canonicalPath":"/w/f"},"x":1`, api.CodeFieldInvalid, "expect"},
+		{ok + `&kind=writeFileGuarded&expect={"canonicalPath":5}`, api.CodeFieldInvalid, "expect.canonicalPath"},
 	}
 	for _, c := range cases {
 		wantError(t, refused(fd.id, l.ownerKey, strings.ReplaceAll(c.query, `"`, "%22"), 1), 400, c.code, c.mentions)
 	}
-	if got := l.srv.budget.inUse(); got != 0 {
+	if got := l.doors.Metrics().BufferedContent; got != 0 {
 		t.Fatalf("refusals hold %d bytes of the budget", got)
 	}
 }
@@ -257,20 +261,20 @@ func TestStreamedWriteOfflineDoesNotReadTheBody(t *testing.T) {
 	defer pw.Close()
 	s, r := l.postWrite(fd.id, l.ownerKey, "path=/w/f&timeoutMs=1000&sha256="+hexSum(nil), pr, 1<<30)
 	if s == nil {
-		t.Fatalf("status %d %s", r.status, r.body)
+		t.Fatalf("status %d %s", r.Status, r.Body)
 	}
 	s.next()
 	if m := s.next(); m["state"] != "terminal_never_started" || m["outcome"].(map[string]any)["errorCode"] != "target_unavailable" {
 		t.Fatalf("outcome line %v", m)
 	}
 	s.end()
-	eventually(t, "the reservation is released", func() bool { return l.srv.budget.inUse() == 0 })
+	eventually(t, "the reservation is released", func() bool { return l.doors.Metrics().BufferedContent == 0 })
 }
 
 // Uploads hold a small fixed share of the budget each; one that does not
 // fit is 503 service.busy.
 func TestStreamedWriteBudget(t *testing.T) {
-	l := newWSLane(t, func(c *Config) { c.MaxBufferedContent = noLengthBodyLimit })
+	l := newWSLane(t, func(c *Config) { c.MaxBufferedContent = protocol.MaxFrameBytes })
 	fd := l.enroll()
 	fd.establish()
 	pr, pw := io.Pipe()
@@ -278,18 +282,18 @@ func TestStreamedWriteBudget(t *testing.T) {
 	q := "path=/w/f&timeoutMs=60000&sha256=" + hexSum(nil)
 	s, r := l.postWrite(fd.id, l.ownerKey, q, pr, 10)
 	if s == nil {
-		t.Fatalf("status %d %s", r.status, r.body)
+		t.Fatalf("status %d %s", r.Status, r.Body)
 	}
 	s.next()
 	_, r = l.postWrite(fd.id, l.ownerKey, q, strings.NewReader("0123456789"), 10)
-	wantError(t, r, 503, codeBusy, "retry")
+	wantError(t, r, 503, api.CodeBusy, "retry")
 	in := fd.instruction()
 	pw.Write([]byte("0123456789"))
 	expect(fd, func(p *protocol.Payload) bool { return p.Part == protocol.PartCommit })
 	fd.result(in.InstructionID, 0, protocol.Failure{ErrorCode: protocol.ErrInvalid, Message: "digest"})
 	s.next()
 	s.end()
-	eventually(t, "the reservation is released", func() bool { return l.srv.budget.inUse() == 0 })
+	eventually(t, "the reservation is released", func() bool { return l.doors.Metrics().BufferedContent == 0 })
 }
 
 // A client that sends "Expect: 100-continue" gets it before the answer's

@@ -126,7 +126,7 @@ func TestStuckDeviceIsClosedAfterTheWriteTimeout(t *testing.T) {
 		ContentStream: io.LimitReader(zeros{}, size), ContentLen: size, Timeout: time.Minute})
 	fd.instructionFor(w.ID) // then the device reads nothing more
 	eventually(t, "the stuck device was closed", func() bool {
-		return len(l.auditReasons("device.disconnected", fd.id)) == 1
+		return len(l.auditReasons(string(EventDisconnected), fd.id)) == 1
 	})
 	if isSettled(w) || l.callState(w) != protocol.StateDispatchCommitted {
 		t.Fatalf("the write is %s, want still committed through the reconnect grace", l.callState(w))
@@ -163,7 +163,7 @@ func TestFullQueueClosesTheConnection(t *testing.T) {
 		}
 	}
 	eventually(t, "the connection was closed", func() bool {
-		return len(l.auditReasons("device.disconnected", fd.id)) == 1
+		return len(l.auditReasons(string(EventDisconnected), fd.id)) == 1
 	})
 	if !strings.Contains(logs.String(), "the device is not reading its socket") {
 		t.Fatalf("the close is not logged: %q", logs.String())

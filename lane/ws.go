@@ -2,7 +2,6 @@ package lane
 
 import (
 	"context"
-	"net"
 	"net/http"
 
 	"github.com/coder/websocket"
@@ -17,7 +16,7 @@ import (
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	remote := remoteAddr(r)
 	if reason := s.enterPreAuth(remote); reason != "" {
-		s.audit(r.Context(), store.AuditEvent{Event: "device.upgrade_refused", Reason: reason, RemoteAddr: remote})
+		s.audit(r.Context(), store.AuditEvent{Event: string(EventUpgradeRefused), Reason: reason, RemoteAddr: remote})
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the lane is draining or at its pre-auth connection cap", http.StatusServiceUnavailable)
 		return
@@ -51,13 +50,7 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	}()
 }
 
-func remoteAddr(r *http.Request) string {
-	host, _, err := net.SplitHostPort(r.RemoteAddr)
-	if err != nil {
-		return r.RemoteAddr
-	}
-	return host
-}
+func remoteAddr(r *http.Request) string { return RemoteAddr(r) }
 
 // enterPreAuth takes a pre-auth slot, or says why not: "draining",
 // "preauth_cap" or "preauth_cap_per_addr". A taken slot also counts the

@@ -8,7 +8,7 @@ import (
 
 	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/livelane"
-	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/mcp"
 )
 
@@ -69,7 +69,7 @@ var faces = []face{
 }
 
 func (l *liveLane) httpTransport(apiKey, device, session string) *sdk.StreamableClientTransport {
-	u := l.url + lane.MCPPath + "?device=" + device
+	u := l.url + httpapi.MCPPath + "?device=" + device
 	if session != "" {
 		u += "&session=" + session
 	}

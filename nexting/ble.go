@@ -170,13 +170,10 @@ type BLEConn struct {
 	in       []bleNote // notifications not yet reassembled
 	inBytes  int
 	maxIn    int
-	overflow bool     // the queue overflowed; dropping until the reader empties it
-	out      [][]byte // frames not yet written
-	outBytes int
-	maxOut   int
+	overflow bool          // the queue overflowed; dropping until the reader empties it
 	inWake   chan struct{} // cap 1
-	outWake  chan struct{} // cap 1
 	err      error         // guarded by mu
+	out      *sendQueue    // frames not yet written
 
 	stop      chan struct{}
 	stopOnce  sync.Once
@@ -208,9 +205,8 @@ func newBLEConn(link BLELink, framer *Framer) *BLEConn {
 		re:        NewBLEReassembler(framer),
 		results:   make(chan Result),
 		maxIn:     16 << 10,
-		maxOut:    64 << 10,
 		inWake:    make(chan struct{}, 1),
-		outWake:   make(chan struct{}, 1),
+		out:       newSendQueue(64 << 10),
 		stop:      make(chan struct{}),
 		readDone:  make(chan struct{}),
 		writeDone: make(chan struct{}),
@@ -278,23 +274,7 @@ func (c *BLEConn) Send(frame []byte) error {
 	if err := checkFrameShape(frame); err != nil {
 		return err
 	}
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	select {
-	case <-c.stop:
-		return ErrClosed
-	default:
-	}
-	if c.outBytes+len(frame) > c.maxOut {
-		return ErrQueueFull
-	}
-	c.out = append(c.out, bytes.Clone(frame))
-	c.outBytes += len(frame)
-	select {
-	case c.outWake <- struct{}{}:
-	default:
-	}
-	return nil
+	return c.out.push(frame, c.stop)
 }
 
 // Close implements Conn: it disconnects the link and waits.
@@ -316,8 +296,8 @@ func (c *BLEConn) fail(err error) {
 	c.stopOnce.Do(func() {
 		c.mu.Lock()
 		c.err = err
-		c.out, c.outBytes = nil, 0
 		c.mu.Unlock()
+		c.out.clear()
 		close(c.stop)
 		_ = c.link.Disconnect()
 	})
@@ -364,34 +344,16 @@ func (c *BLEConn) readLoop() {
 
 func (c *BLEConn) writeLoop() {
 	defer close(c.writeDone)
-	for {
-		select {
-		case <-c.outWake:
-		case <-c.stop:
-			return
+	c.out.run(c.stop, func(f []byte) error {
+		size, err := BLEChunkSize(c.link.MTU())
+		if err != nil {
+			return err
 		}
-		for {
-			c.mu.Lock()
-			if len(c.out) == 0 {
-				c.mu.Unlock()
-				break
-			}
-			f := c.out[0]
-			c.out[0] = nil
-			c.out = c.out[1:]
-			c.outBytes -= len(f)
-			c.mu.Unlock()
-			size, err := BLEChunkSize(c.link.MTU())
-			if err != nil {
-				c.fail(err)
-				return
-			}
-			for _, chunk := range BLESplit(f, size) {
-				if err := c.link.WriteDownlink(chunk); err != nil {
-					c.fail(fmt.Errorf("nexting: BLE downlink write: %w", err))
-					return
-				}
+		for _, chunk := range BLESplit(f, size) {
+			if err := c.link.WriteDownlink(chunk); err != nil {
+				return fmt.Errorf("nexting: BLE downlink write: %w", err)
 			}
 		}
-	}
+		return nil
+	}, c.fail)
 }

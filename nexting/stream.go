@@ -68,12 +68,9 @@ type Stream struct {
 
 	results chan Result
 
-	mu       sync.Mutex
-	queue    [][]byte
-	queued   int
-	maxQueue int
-	wake     chan struct{} // cap 1: the writer has work
+	out *sendQueue // frames not yet written
 
+	mu        sync.Mutex
 	stop      chan struct{} // closed once, by fail
 	stopOnce  sync.Once
 	err       error // guarded by mu; set once, before stop closes
@@ -96,8 +93,7 @@ func NewStream(rw io.ReadWriter, cfg StreamConfig) *Stream {
 		rw:        rw,
 		framer:    cfg.Framer,
 		results:   make(chan Result),
-		maxQueue:  cfg.MaxQueuedBytes,
-		wake:      make(chan struct{}, 1),
+		out:       newSendQueue(cfg.MaxQueuedBytes),
 		stop:      make(chan struct{}),
 		readDone:  make(chan struct{}),
 		writeDone: make(chan struct{}),
@@ -120,23 +116,7 @@ func (s *Stream) Send(frame []byte) error {
 	if err := checkFrameShape(frame); err != nil {
 		return err
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	select {
-	case <-s.stop:
-		return ErrClosed
-	default:
-	}
-	if s.queued+len(frame) > s.maxQueue {
-		return ErrQueueFull
-	}
-	s.queue = append(s.queue, bytes.Clone(frame))
-	s.queued += len(frame)
-	select {
-	case s.wake <- struct{}{}:
-	default:
-	}
-	return nil
+	return s.out.push(frame, s.stop)
 }
 
 // Close implements Conn.
@@ -159,8 +139,8 @@ func (s *Stream) fail(err error) {
 	s.stopOnce.Do(func() {
 		s.mu.Lock()
 		s.err = err
-		s.queue, s.queued = nil, 0
 		s.mu.Unlock()
+		s.out.clear()
 		close(s.stop)
 		if c, ok := s.rw.(io.Closer); ok {
 			_ = c.Close()
@@ -201,29 +181,10 @@ func (s *Stream) deliver(rs []Result) bool {
 
 func (s *Stream) writeLoop() {
 	defer close(s.writeDone)
-	for {
-		select {
-		case <-s.wake:
-		case <-s.stop:
-			return
-		}
-		for {
-			s.mu.Lock()
-			if len(s.queue) == 0 {
-				s.mu.Unlock()
-				break
-			}
-			f := s.queue[0]
-			s.queue[0] = nil
-			s.queue = s.queue[1:]
-			s.queued -= len(f)
-			s.mu.Unlock()
-			if _, err := s.rw.Write(f); err != nil {
-				s.fail(err)
-				return
-			}
-		}
-	}
+	s.out.run(s.stop, func(f []byte) error {
+		_, err := s.rw.Write(f)
+		return err
+	}, s.fail)
 }
 
 // checkFrameShape refuses anything but one line: bytes then exactly one

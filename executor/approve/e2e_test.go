@@ -24,6 +24,7 @@ import (
 	"github.com/sema-agent/sema/internal/fakelane"
 	"github.com/sema-agent/sema/internal/ids"
 	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 	"github.com/sema-agent/sema/nexting"
 	"github.com/sema-agent/sema/protocol"
@@ -56,7 +57,7 @@ func newRig(t *testing.T) *rig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(httpapi.New(srv))
 	t.Cleanup(func() {
 		hs.Close()
 		srv.Shutdown(context.Background())

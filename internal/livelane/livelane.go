@@ -16,6 +16,7 @@ import (
 	"github.com/sema-agent/sema/executor"
 	"github.com/sema-agent/sema/internal/lanetest"
 	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 )
@@ -55,7 +56,7 @@ func Start(tb testing.TB, log *slog.Logger) *Lane {
 	if err != nil {
 		tb.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(httpapi.New(srv))
 	tb.Cleanup(func() { srv.Shutdown(context.Background()) })
 	tb.Cleanup(hs.Close)
 	_, apiKey, err := lane.CreateIdentity(ctx, st, "user")

@@ -1,7 +1,7 @@
 // Package cluster is what lane replicas on one registry need of each other
-// (issue L): the authenticated hop of a request one replica forwards to
-// another (hop.go), the forwarding itself (forward.go), and the directory
-// of the replicas and the URLs they are reached at (directory.go).
+// (docs/operations.md): the authenticated hop of a request one replica
+// forwards to another (hop.go), the forwarding itself (forward.go), and the
+// directory of the replicas and the URLs they are reached at (directory.go).
 //
 // A forwarded request keeps the caller's own Authorization: the replica
 // that receives it authenticates the caller again, so the cluster secret

@@ -103,9 +103,10 @@ type Store interface {
 	// holder of another replica has taken since is never touched.
 	ReleaseReplicaLeases(ctx context.Context, replica string) (int64, error)
 
-	// RegisterReplica records a lane server process as a replica reached at
-	// advertiseURL (issue L), its start and heartbeat the database's now;
-	// registering an id again renews its row and clears its draining mark.
+	// RegisterReplica records a lane server process as a replica reached
+	// at advertiseURL (docs/operations.md), its start and heartbeat the
+	// database's now; registering an id again renews its row and clears
+	// its draining mark.
 	RegisterReplica(ctx context.Context, id, advertiseURL string) error
 	// HeartbeatReplica marks a replica alive at the database's now;
 	// ErrNotFound if its row is gone, and then it registers again.
@@ -227,7 +228,7 @@ type Device struct {
 	RevokedAt     *time.Time // nil while not revoked; revocation is terminal
 	Generation    uint64     // the last generation handed out; 0 before any
 	// Leased is whether a connection holds a live lease on the device, by
-	// the database clock (the registry's presence, issue L), and
+	// the database clock (the registry's presence of a device), and
 	// LeaseReplica the replica that took it ("" when none is named).
 	Leased       bool
 	LeaseReplica string
@@ -264,7 +265,7 @@ func IsLeaseRefusal(err error) bool {
 	return errors.Is(err, ErrNotFound) || errors.Is(err, ErrRevoked) || errors.Is(err, ErrLeaseHeld)
 }
 
-// Replica is one lane server process on the registry (issue L).
+// Replica is one lane server process on the registry.
 type Replica struct {
 	ID           string
 	AdvertiseURL string // where the other replicas reach it

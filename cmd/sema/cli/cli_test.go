@@ -6,6 +6,7 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
+	"github.com/sema-agent/sema/api"
 	"io"
 	"net/http/httptest"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"github.com/sema-agent/sema/internal/ids"
 	"github.com/sema-agent/sema/internal/syncbuf"
 	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -305,7 +307,7 @@ func TestEnrollCommand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewServer(srv.Handler())
+	hs := httptest.NewServer(httpapi.New(srv))
 	defer srv.Shutdown(context.Background())
 	defer hs.Close()
 	_, apiKey, err := lane.CreateIdentity(t.Context(), st, "user")
@@ -319,7 +321,7 @@ func TestEnrollCommand(t *testing.T) {
 
 	dir := t.TempDir()
 	code := cli.Run(t.Context(), []string{"device", "enroll", "--server", hs.URL, "--token", "set_unknown", "--workspace", t.TempDir(), "--state-dir", dir})
-	if code != cli.ExitFailure || !strings.Contains(errOut.String(), device.EnrollmentInvalidText) {
+	if code != cli.ExitFailure || !strings.Contains(errOut.String(), api.EnrollmentInvalidText) {
 		t.Fatalf("bad token: exit %d, said %q", code, errOut.String())
 	}
 	if strings.Contains(errOut.String(), "set_unknown") {

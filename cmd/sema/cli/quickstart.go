@@ -24,6 +24,7 @@ import (
 	"github.com/sema-agent/sema/executor/sandbox"
 	"github.com/sema-agent/sema/internal/safetext"
 	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -152,7 +153,7 @@ func (q *quickstart) start(ws string) error {
 		if err != nil {
 			return "", err
 		}
-		hs := newHTTPServer(srv, q.log, false)
+		hs := newHTTPServer(httpapi.New(srv), q.log, false)
 		served := make(chan struct{})
 		go func() {
 			defer close(served)

@@ -17,10 +17,10 @@ import (
 
 	"github.com/sema-agent/sema/internal/atomicfile"
 	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/lane/store/postgres"
 	"github.com/sema-agent/sema/lane/store/sqlite"
-	"github.com/sema-agent/sema/protocol"
 )
 
 // Environment of `sema server`.
@@ -44,7 +44,7 @@ type serverFlags struct {
 	verbose                                            bool
 	shutdownTimeout                                    time.Duration
 	cfg                                                lane.Config
-	httpLimits                                         lane.HTTPLimits
+	httpLimits                                         httpapi.HTTPLimits
 }
 
 func newServerCmd() *cobra.Command {
@@ -74,30 +74,30 @@ func newServerCmd() *cobra.Command {
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "log more (every request)")
 	fl.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 30*time.Second, "how long draining may take on SIGTERM")
 
-	cfg := &f.cfg
-	fl.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", protocol.DefaultHeartbeatInterval, "helloAck.heartbeatIntervalMs (§1.5)")
-	fl.DurationVar(&cfg.LeaseTTL, "lease-ttl", protocol.DefaultLeaseTTL, "a device's connection lease (§1.4)")
-	fl.DurationVar(&cfg.ReconnectGrace, "reconnect-grace", protocol.DefaultReconnectGrace, "how long a dropped device's work waits for it (R4)")
-	fl.DurationVar(&cfg.GapTimeout, "gap-timeout", protocol.DefaultGapTimeout, "a stream gap fails the instruction after this (R8)")
-	fl.DurationVar(&cfg.CancelGrace, "cancel-grace", protocol.DefaultCancelGrace, "a cancel must be answered within this (R11)")
-	fl.DurationVar(&cfg.ExecutionGrace, "execution-grace", protocol.DefaultExecutionGrace, "added to timeoutMs as the lane's backstop (R12)")
-	fl.DurationVar(&cfg.TokenTTL, "token-ttl", protocol.DefaultTokenTTL, "an enrollment token's lifetime (§1.1)")
-	fl.IntVar(&cfg.MaxInflight, "max-inflight", protocol.DefaultMaxInflight, "instructions in flight per device (§1.5)")
-	fl.DurationVar(&cfg.HandshakeDeadline, "handshake-deadline", protocol.HandshakeDeadline, "socket open to helloAck (§1.2)")
-	fl.IntVar(&cfg.ReorderEntries, "reorder-entries", protocol.ReorderBufferEntries, "a stream's reorder buffer, entries (§4)")
-	fl.IntVar(&cfg.ReorderBytes, "reorder-bytes", protocol.ReorderBufferBytes, "a stream's reorder buffer, decoded bytes (§4)")
-	fl.IntVar(&cfg.DeliveryEntries, "delivery-entries", 8192, "chunks a caller may leave unread before its instruction is cancelled (§4)")
-	fl.IntVar(&cfg.DeliveryBytes, "delivery-bytes", 2<<20, "bytes a caller may leave unread before its instruction is cancelled (§4)")
-	fl.IntVar(&cfg.PayloadPartBytes, "payload-part-bytes", protocol.DefaultPayloadPartBytes, "the size of a write's payload parts (§2.1)")
-	fl.IntVar(&cfg.SettledMemo, "settled-memo", protocol.SettledMemoSize, "recently settled instructions remembered (§2.4)")
-	fl.IntVar(&cfg.MaxPreAuth, "max-preauth", 1024, "sockets still in the handshake, in total (§1.2)")
-	fl.IntVar(&cfg.MaxPreAuthPerAddr, "max-preauth-per-addr", 16, "sockets still in the handshake, per remote address (§1.2)")
-	fl.DurationVar(&cfg.WriteTimeout, "write-timeout", 30*time.Second, "a socket that cannot take a frame in this time is closed")
-	fl.DurationVar(&cfg.AuditRetention, "audit-retention", lane.DefaultAuditRetention, "audit rows older than this are pruned, hourly (the first start's record is kept)")
-	fl.Int64Var(&cfg.MaxBufferedContent, "max-buffered-content", lane.DefaultMaxBufferedContent,
+	cfg, def := &f.cfg, lane.DefaultConfig()
+	fl.DurationVar(&cfg.HeartbeatInterval, "heartbeat-interval", def.HeartbeatInterval, "helloAck.heartbeatIntervalMs (§1.5)")
+	fl.DurationVar(&cfg.LeaseTTL, "lease-ttl", def.LeaseTTL, "a device's connection lease (§1.4)")
+	fl.DurationVar(&cfg.ReconnectGrace, "reconnect-grace", def.ReconnectGrace, "how long a dropped device's work waits for it (R4)")
+	fl.DurationVar(&cfg.GapTimeout, "gap-timeout", def.GapTimeout, "a stream gap fails the instruction after this (R8)")
+	fl.DurationVar(&cfg.CancelGrace, "cancel-grace", def.CancelGrace, "a cancel must be answered within this (R11)")
+	fl.DurationVar(&cfg.ExecutionGrace, "execution-grace", def.ExecutionGrace, "added to timeoutMs as the lane's backstop (R12)")
+	fl.DurationVar(&cfg.TokenTTL, "token-ttl", def.TokenTTL, "an enrollment token's lifetime (§1.1)")
+	fl.IntVar(&cfg.MaxInflight, "max-inflight", def.MaxInflight, "instructions in flight per device (§1.5)")
+	fl.DurationVar(&cfg.HandshakeDeadline, "handshake-deadline", def.HandshakeDeadline, "socket open to helloAck (§1.2)")
+	fl.IntVar(&cfg.ReorderEntries, "reorder-entries", def.ReorderEntries, "a stream's reorder buffer, entries (§4)")
+	fl.IntVar(&cfg.ReorderBytes, "reorder-bytes", def.ReorderBytes, "a stream's reorder buffer, decoded bytes (§4)")
+	fl.IntVar(&cfg.DeliveryEntries, "delivery-entries", def.DeliveryEntries, "chunks a caller may leave unread before its instruction is cancelled (§4)")
+	fl.IntVar(&cfg.DeliveryBytes, "delivery-bytes", def.DeliveryBytes, "bytes a caller may leave unread before its instruction is cancelled (§4)")
+	fl.IntVar(&cfg.PayloadPartBytes, "payload-part-bytes", def.PayloadPartBytes, "the size of a write's payload parts (§2.1)")
+	fl.IntVar(&cfg.SettledMemo, "settled-memo", def.SettledMemo, "recently settled instructions remembered (§2.4)")
+	fl.IntVar(&cfg.MaxPreAuth, "max-preauth", def.MaxPreAuth, "sockets still in the handshake, in total (§1.2)")
+	fl.IntVar(&cfg.MaxPreAuthPerAddr, "max-preauth-per-addr", def.MaxPreAuthPerAddr, "sockets still in the handshake, per remote address (§1.2)")
+	fl.DurationVar(&cfg.WriteTimeout, "write-timeout", def.WriteTimeout, "a socket that cannot take a frame in this time is closed")
+	fl.DurationVar(&cfg.AuditRetention, "audit-retention", def.AuditRetention, "audit rows older than this are pruned, hourly (the first start's record is kept)")
+	fl.Int64Var(&cfg.MaxBufferedContent, "max-buffered-content", def.MaxBufferedContent,
 		"bytes of instruction bodies and write content held in memory at once, server-wide (256 MiB); over it 503 service.busy")
-	fl.DurationVar(&f.httpLimits.IdleTimeout, "http-idle-timeout", lane.DefaultIdleTimeout, "a keep-alive HTTP connection idle this long is closed")
-	fl.IntVar(&f.httpLimits.MaxConns, "max-http-conns", lane.DefaultMaxHTTPConns, "open HTTP connections that are not WebSockets; over it new ones are closed at once")
+	fl.DurationVar(&f.httpLimits.IdleTimeout, "http-idle-timeout", httpapi.DefaultIdleTimeout, "a keep-alive HTTP connection idle this long is closed")
+	fl.IntVar(&f.httpLimits.MaxConns, "max-http-conns", httpapi.DefaultMaxHTTPConns, "open HTTP connections that are not WebSockets; over it new ones are closed at once")
 	return c
 }
 
@@ -219,8 +219,9 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 	if err != nil {
 		return usageError{err}
 	}
-	hs := newHTTPServer(srv, log, f.verbose)
-	if ln, err = srv.LimitHTTP(hs, ln, f.httpLimits); err != nil {
+	doors := httpapi.New(srv)
+	hs := newHTTPServer(doors, log, f.verbose)
+	if ln, err = doors.LimitHTTP(hs, ln, f.httpLimits); err != nil {
 		return usageError{err}
 	}
 	served := make(chan error, 1)
@@ -332,10 +333,10 @@ func ensureAdmin(ctx context.Context, st store.Store, dir, public string, log *s
 }
 
 // newHTTPServer mounts the lane and /metrics.
-func newHTTPServer(srv *lane.Server, log *slog.Logger, verbose bool) *http.Server {
+func newHTTPServer(doors *httpapi.API, log *slog.Logger, verbose bool) *http.Server {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", srv.MetricsHandler())
-	mux.Handle("/", srv.Handler())
+	mux.Handle("GET /metrics", doors.MetricsHandler())
+	mux.Handle("/", doors)
 	var h http.Handler = mux
 	if verbose {
 		h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -346,7 +347,7 @@ func newHTTPServer(srv *lane.Server, log *slog.Logger, verbose bool) *http.Serve
 			log.Debug("http", "method", r.Method, "path", r.URL.Path, "remote", r.RemoteAddr, "dur", time.Since(start))
 		})
 	}
-	// The timeouts and the connection cap are set by lane.Server.LimitHTTP.
+	// The timeouts and the connection cap are set by httpapi.API.LimitHTTP.
 	return &http.Server{
 		Handler:  h,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),

@@ -22,7 +22,7 @@ func newAPIKey(t *testing.T, s Backend, identityID string) (store.APIKey, string
 	return k, plain
 }
 
-// Issue K: the admin is a mark on an identity; CreateIdentity never sets
+// the admin is a mark on an identity; CreateIdentity never sets
 // it; ListIdentities is every identity, oldest first.
 func testAdminIsAMarkOnAnIdentity(t *testing.T, s Backend) {
 	admin, err := s.CreateAdminIdentity(ctx(t), "admin")
@@ -47,7 +47,7 @@ func testAdminIsAMarkOnAnIdentity(t *testing.T, s Backend) {
 	}
 }
 
-// Issue K: a key has an id, a creation time, and no use before its first.
+// a key has an id, a creation time, and no use before its first.
 func testAPIKeysHaveIDsAndAreListedPerIdentity(t *testing.T, s Backend) {
 	alice, bob := newIdentity(t, s, "alice"), newIdentity(t, s, "bob")
 	k1, _ := newAPIKey(t, s, alice.ID)
@@ -71,7 +71,7 @@ func testAPIKeysHaveIDsAndAreListedPerIdentity(t *testing.T, s Backend) {
 	}
 }
 
-// Issue K: "a revoked key is refused at once"; revoking is per owner (an
+// "a revoked key is refused at once"; revoking is per owner (an
 // owner "" is the admin's right to revoke any), and a second revoke is a
 // no-op.
 func testARevokedKeyIsRefusedAtOnce(t *testing.T, s Backend) {
@@ -108,7 +108,7 @@ func testARevokedKeyIsRefusedAtOnce(t *testing.T, s Backend) {
 	}
 }
 
-// Issue K: the lane is never left without an admin key: of two concurrent
+// the lane is never left without an admin key: of two concurrent
 // revokes of the admin's last two keys, exactly one passes.
 func testTheAdminsLastKeyIsNeverRevoked(t *testing.T, s Backend) {
 	admin, err := s.CreateAdminIdentity(ctx(t), "admin")
@@ -143,7 +143,7 @@ func testTheAdminsLastKeyIsNeverRevoked(t *testing.T, s Backend) {
 	}
 }
 
-// Issue K: lastUsedAt is written at most once a minute per key, not per
+// lastUsedAt is written at most once a minute per key, not per
 // request: a use within the minute of the last recorded one writes nothing.
 func testKeyUseIsRecordedAtMostOnceAMinute(t *testing.T, s Backend) {
 	alice := newIdentity(t, s, "alice")

@@ -1,0 +1,30 @@
+// Package lane is the core of the sema device lane's server side: the
+// WebSocket endpoint executors connect to, the connection state machine and
+// its writer, dispatch, calls, streams, the settled memo, leases, session
+// binding, replica records and the hand-over decision, and the audit rows
+// they write. The contract is ../shared/spec/device-executor-protocol.md;
+// comments cite its sections (§1.2, §4, R1–R15).
+//
+// It has no HTTP API of its own: package httpapi serves that over a
+// Server, and a Go program that embeds the lane calls Dispatch directly.
+//
+// Where to start reading:
+//
+//   - server.go: Server and New; config.go: Config and its defaults.
+//   - doors.go: what the doors use beyond Dispatch (dispatch and cancel as
+//     a caller, revoke, the audit sink, the WebSocket endpoint).
+//   - ws.go, upgrade.go: the upgrade and Shutdown; conn.go, connstate.go:
+//     one socket's life as a table of transitions (step); writer.go: the
+//     one writer per socket.
+//   - dispatch.go → device.go → send.go → call.go → stream.go: one
+//     instruction from Dispatch to its settlement. dispatch.go checks it
+//     and queues it on the device (device.go), which commits it when a slot
+//     is free and sends its frame (send.go, with a write's payload); the
+//     device's frames come back through conn.go into the Call (call.go),
+//     whose output passes the reorder buffer and the exit checks
+//     (stream.go) before the caller reads it with Call.Next.
+//   - leases.go, leasebatch.go, renewer.go: the connection leases (§1.4);
+//     replica.go, cluster.go, handover.go: replicas on one registry.
+//   - auditor.go, auditwindow.go, auditevents.go: the audit trail;
+//     metrics.go: the counters.
+package lane

@@ -1,0 +1,73 @@
+package httpapi
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/internal/lanetest"
+	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/store"
+)
+
+func TestCapabilities(t *testing.T) {
+	l := newTestLane(t)
+	r := l.do("GET", "/v1/capabilities", "", "")
+	var got struct {
+		DeviceExecutor struct {
+			Enabled              bool   `json:"enabled"`
+			ProtocolVersion      int    `json:"protocolVersion"`
+			MaxInflightPerDevice int    `json:"maxInflightPerDevice"`
+			WSPath               string `json:"wsPath"`
+			Management           map[string]string
+		} `json:"deviceExecutor"`
+	}
+	if err := json.Unmarshal(r.Body, &got); err != nil || r.Status != 200 {
+		t.Fatalf("capabilities: %d %s %v", r.Status, r.Body, err)
+	}
+	de := got.DeviceExecutor
+	if !de.Enabled || de.ProtocolVersion != 1 || de.MaxInflightPerDevice != 4 || de.WSPath != "/v1/device/ws" || de.Management["enroll"] != "/v1/devices/enroll" || de.Management["mcp"] != "/v1/mcp" || de.Management["sessions"] != "/v1/sessions" || de.Management["apiKeys"] != "/v1/api-keys" {
+		t.Fatalf("capabilities = %s", r.Body)
+	}
+	off := newTestLane(t, func(c *lane.Config) { c.Disabled = true })
+	if r := off.do("GET", "/v1/capabilities", "", ""); string(r.Body) != `{"deviceExecutor":false}` {
+		t.Fatalf("capabilities with the lane off = %s, want {\"deviceExecutor\":false}", r.Body)
+	}
+}
+
+func TestDevicesListAndRevoke(t *testing.T) {
+	l := newTestLane(t)
+	_, key := l.user("alice")
+	_, bobKey := l.user("bob")
+	enroll := func(k string) string {
+		r := l.do("POST", "/v1/devices/enroll", k, lanetest.EnrollBody(l.issueToken(k), lanetest.NewPubkey(t)))
+		return r.JSON(t)["deviceId"].(string)
+	}
+	mine, bobs := enroll(key), enroll(bobKey)
+	var list struct {
+		Devices []api.Device `json:"devices"`
+	}
+	json.Unmarshal(l.do("GET", "/v1/devices", key, "").Body, &list)
+	if len(list.Devices) != 1 || list.Devices[0].DeviceID != mine || list.Devices[0].Revoked {
+		t.Fatalf("alice's devices = %+v", list.Devices)
+	}
+	lanetest.WantError(t, l.do("POST", "/v1/devices/"+bobs+"/revoke", key, ""), 404, "device.not_found", bobs)
+	r := l.do("POST", "/v1/devices/"+mine+"/revoke", key, "")
+	if r.Status != 200 || r.JSON(t)["revoked"] != true {
+		t.Fatalf("revoke: %d %s", r.Status, r.Body)
+	}
+	if r2 := l.do("POST", "/v1/devices/"+mine+"/revoke", key, ""); r2.Status != 200 || r2.JSON(t)["revokedAt"] != r.JSON(t)["revokedAt"] {
+		t.Fatalf("a second revoke changed the revocation: %s then %s", r.Body, r2.Body)
+	}
+	if d, _ := l.store.Device(t.Context(), bobs); d.Revoked() {
+		t.Fatal("bob's device was revoked")
+	}
+	rows := l.auditRows(store.AuditFilter{DeviceID: mine, Event: string(lane.EventRevoked)}, 2)
+	if len(rows) != 2 {
+		t.Fatalf("%d revoke audit rows, want 2", len(rows))
+	}
+	json.Unmarshal(l.do("GET", "/v1/devices", key, "").Body, &list)
+	if !list.Devices[0].Revoked || list.Devices[0].RevokedAt == "" {
+		t.Fatalf("after revoke: %+v", list.Devices[0])
+	}
+}

@@ -1,0 +1,175 @@
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/internal/probe"
+	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/cluster"
+	"github.com/sema-agent/sema/lane/store"
+	"github.com/sema-agent/sema/protocol"
+)
+
+// MCPPath is where the lane serves the MCP tools on Streamable HTTP.
+const MCPPath = "/v1/mcp"
+
+// API is the lane's HTTP API over one core Server. It serves every route
+// of the lane, the WebSocket endpoint and the MCP face on one handler.
+type API struct {
+	core    *lane.Server
+	cfg     lane.Config
+	store   store.Store
+	log     *slog.Logger
+	mux     *http.ServeMux
+	limiter rateLimiter
+	budget  *contentBudget
+	reclaim reclaimMemory
+	metrics httpMetrics
+	// The cluster (forward.go), nil unless the core has an AdvertiseURL.
+	replica   string
+	hop       *cluster.Hop
+	peers     *cluster.Directory
+	forwarder *cluster.Forwarder
+	routes    *cluster.Routes
+}
+
+// New builds the HTTP API of core. Mount it where callers and executors
+// reach the lane; core's Shutdown stops what it serves.
+func New(core *lane.Server) *API {
+	cfg := core.Config()
+	s := &API{
+		core:    core,
+		cfg:     cfg,
+		store:   cfg.Store,
+		log:     cfg.Logger,
+		mux:     http.NewServeMux(),
+		limiter: newFixedWindow(cfg.Clock.Now, enrollRateLimit, enrollRateWindow),
+	}
+	s.reclaim.goFunc = core.Go
+	s.budget = newContentBudget(cfg.MaxBufferedContent, s.reclaim.run)
+	if c := core.Cluster(); c != nil {
+		s.replica, s.hop, s.peers, s.forwarder, s.routes = c.Replica, c.Hop, c.Peers, c.Forwarder, c.Routes
+		s.forwarder.Answering = func() { s.metrics.forwarded.Add(1) }
+		s.forwarder.Unknown = func(w http.ResponseWriter, r *http.Request, err error) {
+			s.log.Warn("lane: the replica holding the device failed during a forward", "path", r.URL.Path, "err", err)
+			writeError(w, errorf(http.StatusBadGateway, api.CodeOutcomeUnknown,
+				"the lane replica holding this device failed while answering; the instruction may have run, and is not dispatched again"))
+		}
+	}
+	s.mux.HandleFunc("GET /v1/capabilities", s.capabilities)
+	s.mux.HandleFunc("POST /v1/devices/enroll-tokens", s.laneOnly(s.authenticated(s.issueEnrollToken)))
+	s.mux.HandleFunc("POST /v1/devices/enroll", s.laneOnly(s.authenticated(s.enroll)))
+	s.mux.HandleFunc("GET /v1/devices", s.laneOnly(s.authenticated(s.listDevices)))
+	s.mux.HandleFunc("POST /v1/devices/{id}/revoke", s.laneOnly(s.authenticated(s.revokeDevice)))
+	s.mux.HandleFunc("POST /v1/devices/{id}/instructions", s.laneOnly(s.routed(s.authenticated(s.postInstruction))))
+	s.mux.HandleFunc("POST /v1/devices/{id}/writes", s.laneOnly(s.routed(s.authenticated(s.postWrite))))
+	s.mux.HandleFunc("POST /v1/instructions/{id}/cancel", s.laneOnly(s.authenticated(s.cancelInstruction)))
+	s.mux.HandleFunc("POST /v1/identities", s.laneOnly(s.authenticated(s.adminOnly(s.createIdentity))))
+	s.mux.HandleFunc("GET /v1/identities", s.laneOnly(s.authenticated(s.adminOnly(s.listIdentities))))
+	s.mux.HandleFunc("POST /v1/api-keys", s.laneOnly(s.authenticated(s.createAPIKey)))
+	s.mux.HandleFunc("GET /v1/api-keys", s.laneOnly(s.authenticated(s.listAPIKeys)))
+	s.mux.HandleFunc("DELETE /v1/api-keys/{keyId}", s.laneOnly(s.authenticated(s.revokeAPIKey)))
+	s.mux.HandleFunc("GET /v1/sessions/{rootSessionId}", s.laneOnly(s.authenticated(s.getSession)))
+	s.mux.HandleFunc("POST /v1/sessions/{rootSessionId}/rebind", s.laneOnly(s.authenticated(s.rebindSession)))
+	s.mux.HandleFunc("POST "+api.HandoverPath, s.laneOnly(s.serveHandover))
+	s.mux.HandleFunc("POST "+api.PresencePath, s.laneOnly(s.servePresence))
+	s.mux.HandleFunc("GET "+s.cfg.WSPath, s.laneOnly(core.ServeWebSocket))
+	s.mux.HandleFunc(MCPPath, s.laneOnly(s.mcpHandler(s.mux)))
+	return s
+}
+
+// ServeHTTP serves the lane's HTTP API.
+func (s *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// audit queues an audit row with the core's auditor.
+func (s *API) audit(ctx context.Context, e store.AuditEvent) { s.core.Audit(ctx, e) }
+
+func (s *API) capabilities(w http.ResponseWriter, r *http.Request) {
+	if s.cfg.Disabled {
+		writeJSON(w, http.StatusOK, map[string]any{"deviceExecutor": false})
+		return
+	}
+	writeJSON(w, http.StatusOK, api.CapabilitiesResponse{DeviceExecutor: api.Capabilities{
+		Enabled:              true,
+		ProtocolVersion:      protocol.ProtocolVersion,
+		MaxInflightPerDevice: s.cfg.MaxInflight,
+		WSPath:               s.cfg.WSPath,
+		Management: api.ManagementPaths{
+			EnrollTokens: "/v1/devices/enroll-tokens",
+			Enroll:       "/v1/devices/enroll",
+			Devices:      "/v1/devices",
+			MCP:          MCPPath,
+			Identities:   "/v1/identities",
+			APIKeys:      "/v1/api-keys",
+			Sessions:     "/v1/sessions",
+		},
+	}})
+}
+
+// laneOnly answers 501 when this deployment does not run the device lane.
+func (s *API) laneOnly(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		probe.Mark(probe.LaneRequest)
+		if s.cfg.Disabled {
+			writeError(w, errorf(http.StatusNotImplemented, api.CodeLaneRequired, "this deployment does not run the device lane"))
+			return
+		}
+		h(w, r)
+	}
+}
+
+type identityKey struct{}
+
+// callerOf returns the identity authenticated() put in the context.
+func callerOf(ctx context.Context) store.Identity {
+	idn, _ := ctx.Value(identityKey{}).(store.Identity)
+	return idn
+}
+
+// authenticated resolves "Authorization: Bearer <api key>" to an identity,
+// or answers 403 auth.forbidden. The key is looked up by its digest only.
+func (s *API) authenticated(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		r, aerr := s.verifyHop(r)
+		if aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		key, ok := bearer(r)
+		if !ok {
+			writeError(w, errorf(http.StatusForbidden, api.CodeForbidden, "a verified identity is required: send Authorization: Bearer <api key>"))
+			return
+		}
+		idn, err := s.store.IdentityByAPIKey(r.Context(), store.DigestOf(key))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			writeError(w, errorf(http.StatusForbidden, api.CodeForbidden, "the API key is not valid"))
+			return
+		case err != nil:
+			s.unavailable(w, r, "authenticate", err)
+			return
+		}
+		h(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, idn)))
+	}
+}
+
+func bearer(r *http.Request) (string, bool) {
+	h := r.Header.Get("Authorization")
+	scheme, key, ok := strings.Cut(h, " ")
+	if !ok || !strings.EqualFold(scheme, "Bearer") || key == "" || strings.ContainsAny(key, " \t") {
+		return "", false
+	}
+	return key, true
+}
+
+// unavailable answers 503 for a registry failure; the log names the
+// operation and the error, never a secret.
+func (s *API) unavailable(w http.ResponseWriter, r *http.Request, op string, err error) {
+	s.log.Error("registry unavailable", "op", op, "path", r.URL.Path, "err", err)
+	writeError(w, errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "the device registry is unavailable; try again later"))
+}

@@ -1,0 +1,281 @@
+package httpapi
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/store/sqlite"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/coder/websocket"
+)
+
+// The HTTP limits of LimitHTTP on a real listener: the connection cap, its
+// eviction of idle keep-alives, WebSockets not counting once upgraded, and
+// the idle timeout.
+
+// limitedLane is a lane served by an http.Server under limits.
+func limitedLane(t *testing.T, limits HTTPLimits, tls bool) (*limited, *connLimiter, *httptest.Server) {
+	t.Helper()
+	st, err := sqlite.Open(t.Context(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	srv, err := lane.New(lane.Config{Store: st, Logger: slog.New(slog.DiscardHandler), HandshakeDeadline: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { srv.Shutdown(context.Background()) })
+	l := &limited{API: New(srv)}
+	hs := httptest.NewUnstartedServer(l)
+	ln, err := l.LimitHTTP(hs.Config, hs.Listener, limits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hs.Listener = ln
+	if tls {
+		hs.StartTLS()
+	} else {
+		hs.Start()
+	}
+	t.Cleanup(hs.Close)
+	l.url = hs.URL
+	return l, ln.(*connLimiter), hs
+}
+
+type limited struct {
+	*API
+	url string
+}
+
+// dialWS opens a WebSocket to the lane through the limited server; the
+// handshake is never begun, so the socket stays as it was upgraded.
+func (l *limited) dialWS(t *testing.T, hs *httptest.Server) (*websocket.Conn, error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
+	defer cancel()
+	url := "ws" + strings.TrimPrefix(hs.URL, "http") + l.cfg.WSPath
+	ws, _, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: hs.Client()})
+	if err == nil {
+		t.Cleanup(func() { ws.CloseNow() })
+	}
+	return ws, err
+}
+
+// waitBound is the failure bound of every wait: reaching it fails the test;
+// nothing waits for it to pass.
+const waitBound = 10 * time.Second
+
+// eventually polls cond until it holds; reaching waitBound fails the test.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %s", waitBound, what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// rawConn is a TCP connection speaking HTTP/1.1 by hand.
+type rawConn struct {
+	t  *testing.T
+	c  net.Conn
+	br *bufio.Reader
+}
+
+func dialRaw(t *testing.T, url string) *rawConn {
+	t.Helper()
+	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return &rawConn{t: t, c: c, br: bufio.NewReader(c)}
+}
+
+// get sends GET /v1/capabilities on the kept-alive connection and reads the
+// whole answer.
+func (r *rawConn) get() {
+	r.t.Helper()
+	r.c.SetDeadline(time.Now().Add(waitBound))
+	defer r.c.SetDeadline(time.Time{})
+	if _, err := io.WriteString(r.c, "GET /v1/capabilities HTTP/1.1\r\nHost: lane\r\n\r\n"); err != nil {
+		r.t.Fatalf("writing a request: %v", err)
+	}
+	resp, err := http.ReadResponse(r.br, nil)
+	if err != nil {
+		r.t.Fatalf("reading the answer: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || resp.Close {
+		r.t.Fatalf("GET /v1/capabilities: %d, close %v", resp.StatusCode, resp.Close)
+	}
+}
+
+// waitClosed waits for the server to close the connection; reaching the
+// wait bound fails.
+func (r *rawConn) waitClosed(what string) {
+	r.t.Helper()
+	r.c.SetReadDeadline(time.Now().Add(waitBound))
+	_, err := r.br.ReadByte()
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		r.t.Fatalf("%s: the connection is still open", what)
+	}
+	if err == nil {
+		r.t.Fatalf("%s: the server sent a byte instead of closing", what)
+	}
+}
+
+func (l *connLimiter) idleConns() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.idle.Len()
+}
+
+func wantConns(t *testing.T, l *limited, open int64, refused uint64) {
+	t.Helper()
+	eventually(t, "the connection counts", func() bool {
+		m := l.Metrics()
+		return m.HTTPConns == open && m.HTTPConnsRefused == refused
+	})
+}
+
+// Over the cap, with no idle keep-alive to give way, a new connection is
+// closed at once and counted; a freed slot takes a new one.
+func TestConnCapClosesTheExtraConnectionAtOnce(t *testing.T) {
+	l, _, _ := limitedLane(t, HTTPLimits{MaxConns: 3}, false)
+	var held []*rawConn
+	for range 3 {
+		held = append(held, dialRaw(t, l.url)) // connected, nothing sent
+	}
+	wantConns(t, l, 3, 0)
+	extra := dialRaw(t, l.url)
+	extra.waitClosed("the connection over the cap")
+	wantConns(t, l, 3, 1)
+	held[1].get() // the held ones are served
+	held[0].c.Close()
+	wantConns(t, l, 2, 1)
+	dialRaw(t, l.url).get()
+	wantConns(t, l, 3, 1)
+}
+
+// At the cap a new connection closes the longest-idle keep-alive rather
+// than being refused: a device can still dial in when idle HTTP clients
+// hold every slot. A WebSocket stops counting once upgraded. Connections
+// that are not idle (here: connected, nothing sent yet, until
+// ReadHeaderTimeout) are never closed for a newcomer, so when they fill the
+// cap a WebSocket dial is refused like any other.
+func TestConnCapGivesWayToWebSockets(t *testing.T) {
+	l, cl, hs := limitedLane(t, HTTPLimits{MaxConns: 2}, false)
+	oldest, newer := dialRaw(t, l.url), dialRaw(t, l.url)
+	oldest.get()
+	eventually(t, "the first keep-alive to be idle", func() bool { return cl.idleConns() == 1 })
+	newer.get()
+	eventually(t, "both keep-alives to be idle", func() bool { return cl.idleConns() == 2 })
+
+	ws, err := l.dialWS(t, hs) // over a connection the cap lets in by closing oldest
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The lane's challenge is its one message before a hello: read it,
+	// then keep reading (pings need a reader) until the test ends.
+	if _, _, err := ws.Read(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ws.CloseRead(t.Context())
+	oldest.waitClosed("the longest-idle keep-alive")
+	wantConns(t, l, 1, 0) // newer is idle again; the WebSocket does not count
+
+	fresh := dialRaw(t, l.url) // takes the free slot: newer stays
+	wantConns(t, l, 2, 0)
+	newer.get()
+	// newer must be the longer idle below: under load the server can mark
+	// fresh idle first if both requests are in flight together.
+	eventually(t, "newer to be idle", func() bool { return cl.idleConns() == 1 })
+	fresh.get()
+
+	// Two connections that have sent nothing fill the cap (each new one
+	// closes an idle keep-alive); then a WebSocket dial is refused.
+	eventually(t, "both to be idle", func() bool { return cl.idleConns() == 2 })
+	a := dialRaw(t, l.url)
+	newer.waitClosed("the idle keep-alive before a")
+	b := dialRaw(t, l.url)
+	fresh.waitClosed("the idle keep-alive before b")
+	wantConns(t, l, 2, 0)
+	if ws, err := l.dialWS(t, hs); err == nil {
+		ws.CloseNow()
+		t.Fatal("a WebSocket dial got through a cap full of connections that are not idle")
+	}
+	wantConns(t, l, 2, 1)
+	a.get()
+	b.get()
+	// The first WebSocket was never touched.
+	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
+	defer cancel()
+	if err := ws.Ping(ctx); err != nil {
+		t.Fatalf("the first WebSocket: %v", err)
+	}
+}
+
+// Behind TLS the http.Server sees a *tls.Conn: the upgraded socket still
+// gives its slot back.
+func TestConnCapReleasesAnUpgradedSocketUnderTLS(t *testing.T) {
+	l, _, hs := limitedLane(t, HTTPLimits{MaxConns: 1}, true)
+	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
+	defer cancel()
+	ws, _, err := websocket.Dial(ctx, "wss"+strings.TrimPrefix(hs.URL, "https")+l.cfg.WSPath, &websocket.DialOptions{HTTPClient: hs.Client()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.CloseNow()
+	wantConns(t, l, 0, 0)
+	resp, err := hs.Client().Get(hs.URL + "/v1/capabilities")
+	if err != nil {
+		t.Fatalf("a request beside the WebSocket: %v", err)
+	}
+	// Read to the end: a body closed unread makes the client drop the
+	// connection, and the count falls back to 0 at once.
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	wantConns(t, l, 1, 0)
+}
+
+// IdleTimeout closes a keep-alive connection that waits for its next
+// request.
+func TestIdleTimeoutClosesAKeepAliveConnection(t *testing.T) {
+	l, _, _ := limitedLane(t, HTTPLimits{IdleTimeout: 50 * time.Millisecond}, false)
+	c := dialRaw(t, l.url)
+	c.get()
+	c.waitClosed("the idle keep-alive")
+	wantConns(t, l, 0, 0)
+}
+
+func TestHTTPLimitsRefuseNonsense(t *testing.T) {
+	l, _, _ := limitedLane(t, HTTPLimits{}, false)
+	for _, bad := range []HTTPLimits{{MaxConns: -1}, {IdleTimeout: -time.Second}, {ReadHeaderTimeout: -1}} {
+		ln, _ := net.Listen("tcp", "127.0.0.1:0")
+		defer ln.Close()
+		if _, err := l.LimitHTTP(&http.Server{}, ln, bad); err == nil {
+			t.Errorf("%+v accepted", bad)
+		}
+	}
+	hs := &http.Server{}
+	ln, _ := net.Listen("tcp", "127.0.0.1:0")
+	defer ln.Close()
+	if _, err := l.LimitHTTP(hs, ln, HTTPLimits{}); err != nil || hs.IdleTimeout != DefaultIdleTimeout || hs.ReadHeaderTimeout != DefaultReadHeaderTimeout {
+		t.Fatalf("defaults: %v, idle %v, header %v", err, hs.IdleTimeout, hs.ReadHeaderTimeout)
+	}
+}
