@@ -29,6 +29,7 @@ const (
 	CodeFieldInvalid        = "request.field_invalid"
 	CodeBodyTooLarge        = "request.body_too_large"
 	CodeLengthRequired      = "request.length_required"
+	CodeBodyTimeout         = "request.body_timeout"
 	CodeForbidden           = "auth.forbidden"
 	CodeEnrollmentInvalid   = "device.enrollment_invalid"
 	CodeDeviceNotFound      = "device.not_found"

@@ -73,6 +73,21 @@ type Config struct {
 	// 256 MiB; at least 1 MiB. Content given to Dispatch by a Go caller is
 	// the caller's memory and is not counted.
 	MaxBufferedContent int64
+	// MaxBufferedContentPerIdentity bounds what one identity's requests
+	// hold of MaxBufferedContent, so that no caller can take it all and
+	// leave the others 503. Default a quarter of MaxBufferedContent; at
+	// most all of it.
+	MaxBufferedContentPerIdentity int64
+	// BodyIdleTimeout: a request body that stops arriving for this long is
+	// dropped, and what it held of the budget freed. Default 10 s.
+	BodyIdleTimeout time.Duration
+	// BodyMinRate is the slowest a request body may arrive on average, in
+	// bytes per second, after a first BodyIdleTimeout: a body of n bytes
+	// must be in within BodyIdleTimeout + n/BodyMinRate. Default 64 KiB/s.
+	BodyMinRate int64
+	// MaxTimeout bounds an instruction's timeoutMs; a longer one is
+	// refused (400 naming the bound). Default 24 h.
+	MaxTimeout time.Duration
 }
 
 // DefaultConfig is the one place the lane's defaults live: every timing
@@ -103,6 +118,9 @@ func DefaultConfig() Config {
 		WriteTimeout:       30 * time.Second,
 		AuditRetention:     720 * time.Hour,
 		MaxBufferedContent: 256 << 20,
+		BodyIdleTimeout:    10 * time.Second,
+		BodyMinRate:        64 << 10,
+		MaxTimeout:         24 * time.Hour,
 	}
 }
 
@@ -188,6 +206,26 @@ func (c Config) withDefaults() (Config, error) {
 	// The HTTP API reads a body without Content-Length up to one frame.
 	if c.MaxBufferedContent < protocol.MaxFrameBytes {
 		return c, fmt.Errorf("lane: MaxBufferedContent %d is under %d bytes (one body without Content-Length)", c.MaxBufferedContent, protocol.MaxFrameBytes)
+	}
+	if c.MaxBufferedContentPerIdentity == 0 {
+		c.MaxBufferedContentPerIdentity = max(c.MaxBufferedContent/4, protocol.MaxFrameBytes)
+	}
+	if c.MaxBufferedContentPerIdentity < protocol.MaxFrameBytes || c.MaxBufferedContentPerIdentity > c.MaxBufferedContent {
+		return c, fmt.Errorf("lane: MaxBufferedContentPerIdentity %d must be between %d bytes (one body without Content-Length) and MaxBufferedContent (%d)",
+			c.MaxBufferedContentPerIdentity, protocol.MaxFrameBytes, c.MaxBufferedContent)
+	}
+	if c.BodyIdleTimeout == 0 {
+		c.BodyIdleTimeout = def.BodyIdleTimeout
+	}
+	if c.BodyMinRate == 0 {
+		c.BodyMinRate = def.BodyMinRate
+	}
+	if c.MaxTimeout == 0 {
+		c.MaxTimeout = def.MaxTimeout
+	}
+	if c.BodyIdleTimeout < 0 || c.BodyMinRate < 1 || c.MaxTimeout < time.Second {
+		return c, fmt.Errorf("lane: BodyIdleTimeout %v, BodyMinRate %d and MaxTimeout %v must be positive (MaxTimeout at least a second)",
+			c.BodyIdleTimeout, c.BodyMinRate, c.MaxTimeout)
 	}
 	return c, nil
 }

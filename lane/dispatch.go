@@ -57,6 +57,10 @@ func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instru
 	if err != nil {
 		return nil, err
 	}
+	if in.Timeout > s.cfg.MaxTimeout {
+		return nil, &InvalidInstructionError{Detail: fmt.Sprintf("timeoutMs %d is over this lane's bound of %d (%v; sema server --max-timeout)",
+			in.Timeout.Milliseconds(), s.cfg.MaxTimeout.Milliseconds(), s.cfg.MaxTimeout)}
+	}
 	dev, err := s.dispatchDevice(ctx, deviceID)
 	if errors.Is(err, store.ErrNotFound) || (err == nil && owner != "" && dev.OwnerID != owner) {
 		return nil, ErrUnknownDevice

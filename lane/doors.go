@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"net"
 	"net/http"
 
@@ -33,6 +34,19 @@ func (s *Server) Audit(ctx context.Context, e store.AuditEvent) { s.audit(ctx, e
 // it settles without having been committed.
 func (s *Server) DispatchAs(ctx context.Context, deviceID, ownerID string, in Instruction, contentDone func()) (*Call, error) {
 	return s.dispatch(ctx, deviceID, ownerID, in, contentDone)
+}
+
+// OwnedDevice is deviceID's registry row when it is one of ownerID's
+// devices, else ErrUnknownDevice; a registry failure is another error. It
+// reads what a dispatch reads (nothing, for a device connected here while
+// no device was revoked), so that a door can refuse a caller before it
+// reads or holds a byte of the request's body.
+func (s *Server) OwnedDevice(ctx context.Context, deviceID, ownerID string) (store.Device, error) {
+	dev, err := s.dispatchDevice(ctx, deviceID)
+	if errors.Is(err, store.ErrNotFound) || (err == nil && dev.OwnerID != ownerID) {
+		return store.Device{}, ErrUnknownDevice
+	}
+	return dev, err
 }
 
 // CancelResult is what CancelAs found of an instruction.

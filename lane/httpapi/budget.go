@@ -7,14 +7,17 @@ import (
 )
 
 // contentBudget bounds the instruction bodies and write content the HTTP
-// API holds in memory at once, server-wide (Config.MaxBufferedContent).
-// A request reserves what it will hold before its body is read; the
-// reservation shrinks as the lane lets go of memory and is released once
-// the lane has finished with the content. The lock is a leaf.
+// API holds in memory at once, server-wide (Config.MaxBufferedContent) and
+// per identity (Config.MaxBufferedContentPerIdentity), so that one caller
+// cannot hold it all. A request reserves what it will hold before its body
+// is read; the reservation shrinks as the lane lets go of memory and is
+// released once the lane has finished with the content. The lock is a leaf.
 type contentBudget struct {
-	mu    sync.Mutex
-	limit int64
-	held  int64
+	mu       sync.Mutex
+	limit    int64
+	perOwner int64
+	held     int64
+	byOwner  map[string]int64
 	// quiet is called, outside the lock, when a release of at least
 	// quietAfter bytes leaves less than that held: the moment to hand the
 	// freed memory back to the OS (see reclaimMemory).
@@ -24,20 +27,21 @@ type contentBudget struct {
 // quietAfter is the size of a release after which the budget calls quiet.
 const quietAfter = 32 << 20
 
-func newContentBudget(limit int64, quiet func()) *contentBudget {
-	return &contentBudget{limit: limit, quiet: quiet}
+func newContentBudget(limit, perOwner int64, quiet func()) *contentBudget {
+	return &contentBudget{limit: limit, perOwner: perOwner, byOwner: map[string]int64{}, quiet: quiet}
 }
 
-// reserve takes n bytes of the budget, or reports false if they do not fit
-// beside what is held now.
-func (b *contentBudget) reserve(n int64) (*reservation, bool) {
+// reserve takes n bytes of the budget for owner, or reports false if they
+// do not fit beside what is held now, in all or by owner.
+func (b *contentBudget) reserve(owner string, n int64) (*reservation, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if n > b.limit-b.held {
+	if n > b.limit-b.held || n > b.perOwner-b.byOwner[owner] {
 		return nil, false
 	}
 	b.held += n
-	return &reservation{budget: b, n: n}, true
+	b.byOwner[owner] += n
+	return &reservation{budget: b, owner: owner, n: n}, true
 }
 
 // inUse is the bytes reserved now.
@@ -51,6 +55,7 @@ func (b *contentBudget) inUse() int64 {
 // safe on a nil reservation (nothing reserved) and from any goroutine.
 type reservation struct {
 	budget *contentBudget
+	owner  string
 	n      int64 // under budget.mu
 }
 
@@ -64,6 +69,9 @@ func (r *reservation) shrinkTo(n int64) {
 	freed := max(0, r.n-n)
 	b.held -= freed
 	r.n -= freed
+	if b.byOwner[r.owner] -= freed; b.byOwner[r.owner] == 0 {
+		delete(b.byOwner, r.owner)
+	}
 	quiet := freed >= quietAfter && b.held < quietAfter
 	b.mu.Unlock()
 	if quiet && b.quiet != nil {

@@ -17,15 +17,15 @@ import (
 // Content-Length before the body is read.
 
 func TestContentBudgetArithmetic(t *testing.T) {
-	b := newContentBudget(100, nil)
-	r1, ok := b.reserve(60)
+	b := newContentBudget(100, 100, nil)
+	r1, ok := b.reserve("u", 60)
 	if !ok {
 		t.Fatal("60 of 100 refused")
 	}
-	if _, ok := b.reserve(41); ok {
+	if _, ok := b.reserve("u", 41); ok {
 		t.Fatal("41 more admitted beside 60 of 100")
 	}
-	r2, ok := b.reserve(40)
+	r2, ok := b.reserve("u", 40)
 	if !ok || b.inUse() != 100 {
 		t.Fatalf("40 beside 60: ok %v, in use %d", ok, b.inUse())
 	}
@@ -52,9 +52,9 @@ func TestContentBudgetArithmetic(t *testing.T) {
 // hand memory back to the OS; small ones and busy budgets are not.
 func TestContentBudgetQuietsAfterALargeRelease(t *testing.T) {
 	quiet := 0
-	b := newContentBudget(1<<30, func() { quiet++ })
-	big, _ := b.reserve(40 << 20)
-	small, _ := b.reserve(10 << 20)
+	b := newContentBudget(1<<30, 1<<30, func() { quiet++ })
+	big, _ := b.reserve("u", 40<<20)
+	small, _ := b.reserve("u", 10<<20)
 	small.release()
 	if quiet != 0 {
 		t.Fatalf("a 10 MiB release quieted the budget")
@@ -63,9 +63,9 @@ func TestContentBudgetQuietsAfterALargeRelease(t *testing.T) {
 	if quiet != 1 {
 		t.Fatalf("releasing 40 MiB of 40: quiet %d, want 1", quiet)
 	}
-	r, _ := b.reserve(100 << 20)
+	r, _ := b.reserve("u", 100<<20)
 	r.shrinkTo(70 << 20) // 30 MiB freed
-	other, _ := b.reserve(40 << 20)
+	other, _ := b.reserve("u", 40<<20)
 	r.release() // 70 MiB freed, 40 still held
 	if quiet != 1 {
 		t.Fatalf("quiet %d after releases that left the budget busy", quiet)
@@ -131,4 +131,29 @@ func patterned(n int) []byte {
 		b[i] = byte(i*7 + i>>9)
 	}
 	return b
+}
+
+// One identity holds at most its share: another identity still gets
+// through while the first is at its cap, and a release gives the share back.
+func TestOneIdentityCannotHoldTheWholeBudget(t *testing.T) {
+	b := newContentBudget(100, 40, nil)
+	a1, ok := b.reserve("alice", 40)
+	if !ok {
+		t.Fatal("alice's first 40")
+	}
+	if _, ok := b.reserve("alice", 1); ok {
+		t.Fatal("alice went past her share of 40")
+	}
+	bob, ok := b.reserve("bob", 40)
+	if !ok {
+		t.Fatal("bob was refused while alice held only her share")
+	}
+	a1.shrinkTo(10)
+	if _, ok := b.reserve("alice", 30); !ok {
+		t.Fatal("alice's share did not come back with her release")
+	}
+	bob.release()
+	if got := b.inUse(); got != 40 {
+		t.Fatalf("in use %d, want 40", got)
+	}
 }

@@ -51,7 +51,7 @@ func New(core *lane.Server) *API {
 		limiter: newFixedWindow(cfg.Clock.Now, enrollRateLimit, enrollRateWindow),
 	}
 	s.reclaim.goFunc = core.Go
-	s.budget = newContentBudget(cfg.MaxBufferedContent, s.reclaim.run)
+	s.budget = newContentBudget(cfg.MaxBufferedContent, cfg.MaxBufferedContentPerIdentity, s.reclaim.run)
 	if c := core.Cluster(); c != nil {
 		s.replica, s.hop, s.peers, s.forwarder, s.routes = c.Replica, c.Hop, c.Peers, c.Forwarder, c.Routes
 		s.forwarder.Answering = func() { s.metrics.forwarded.Add(1) }

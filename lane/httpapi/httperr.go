@@ -17,6 +17,8 @@ type apiError struct {
 	Message string
 	// retryAfter, when set, is sent as Retry-After (whole seconds).
 	retryAfter time.Duration
+	// written: the answer has been sent already (busy answers at once).
+	written bool
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -59,6 +61,9 @@ func writeBody(w http.ResponseWriter, status int, b []byte) {
 }
 
 func writeError(w http.ResponseWriter, e *apiError) {
+	if e.written {
+		return
+	}
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(e.retryAfter), 10))
 	}

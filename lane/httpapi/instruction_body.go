@@ -1,11 +1,13 @@
 package httpapi
 
 import (
-	"github.com/sema-agent/sema/api"
+	"errors"
 	"io"
 	"net/http"
-	"strings"
+	"os"
 	"time"
+
+	"github.com/sema-agent/sema/api"
 
 	"github.com/sema-agent/sema/internal/b64"
 	"github.com/sema-agent/sema/protocol"
@@ -52,45 +54,45 @@ func maxInstructionBody(limit int64) int64 {
 	return n
 }
 
-// readInstructionBody admits the request's body against the budget and
-// reads it. On success the caller owns the reservation; on an error
-// nothing is held.
-func (s *API) readInstructionBody(r *http.Request) ([]byte, *reservation, *apiError) {
+// readInstructionBody admits the request's body against the budget, for
+// the caller, and reads it at the pace the lane requires (pacedBody). On
+// success the caller owns the reservation; on an error nothing is held.
+func (s *API) readInstructionBody(w http.ResponseWriter, r *http.Request) ([]byte, *reservation, *apiError) {
 	n := r.ContentLength
 	if n < 0 {
-		return s.readUnsizedBody(r)
+		return s.readUnsizedBody(w, r)
 	}
 	if limit := maxInstructionBody(s.budget.limit); n > limit {
 		return nil, nil, errorf(http.StatusRequestEntityTooLarge, api.CodeBodyTooLarge,
 			"the request body is %d bytes, over this lane's limit of %d bytes (the body and its decoded content must fit the %d-byte buffered-content budget)",
 			n, limit, s.budget.limit)
 	}
-	hold, ok := s.budget.reserve(bodyReservation(n))
+	hold, ok := s.budget.reserve(callerOf(r.Context()).ID, bodyReservation(n))
 	if !ok {
-		return nil, nil, s.busy(r, n)
+		return nil, nil, s.busy(w, r)
 	}
 	// Exactly Content-Length bytes: no growth, no slack (the server has
 	// already refused a body longer than its Content-Length).
 	body := make([]byte, n)
-	if _, err := io.ReadFull(r.Body, body); err != nil {
+	if _, err := io.ReadFull(s.pacedBody(w, r, n), body); err != nil {
 		hold.release()
-		return nil, nil, errorf(http.StatusBadRequest, api.CodeInvalidJSON, "the request body could not be read in full (%d bytes announced)", n)
+		return nil, nil, bodyReadFailure(err, n)
 	}
 	return body, hold, nil
 }
 
 // readUnsizedBody reads a body without Content-Length, up to
 // noLengthBodyLimit.
-func (s *API) readUnsizedBody(r *http.Request) ([]byte, *reservation, *apiError) {
-	hold, ok := s.budget.reserve(noLengthBodyLimit)
+func (s *API) readUnsizedBody(w http.ResponseWriter, r *http.Request) ([]byte, *reservation, *apiError) {
+	hold, ok := s.budget.reserve(callerOf(r.Context()).ID, noLengthBodyLimit)
 	if !ok {
-		return nil, nil, s.busy(r, noLengthBodyLimit+1)
+		return nil, nil, s.busy(w, r)
 	}
-	body, err := io.ReadAll(io.LimitReader(r.Body, noLengthBodyLimit+1))
+	body, err := io.ReadAll(io.LimitReader(s.pacedBody(w, r, noLengthBodyLimit), noLengthBodyLimit+1))
 	switch {
 	case err != nil:
 		hold.release()
-		return nil, nil, errorf(http.StatusBadRequest, api.CodeInvalidJSON, "the request body could not be read")
+		return nil, nil, bodyReadFailure(err, -1)
 	case len(body) > noLengthBodyLimit:
 		hold.release()
 		return nil, nil, lengthRequired("a request body over %d bytes", noLengthBodyLimit)
@@ -99,19 +101,64 @@ func (s *API) readUnsizedBody(r *http.Request) ([]byte, *reservation, *apiError)
 	return body, hold, nil
 }
 
-// busy is the answer when the budget is full for now; it is counted. A
-// client that sent "Expect: 100-continue" gets it before sending its body.
-// Any other is sending its body already, and would see its connection reset
-// instead of the answer if the server closed it unread: the body (at most
-// n bytes, within the cap) is read and thrown away first, which holds no
-// memory.
-func (s *API) busy(r *http.Request, n int64) *apiError {
-	s.metrics.contentBusy.Add(1)
-	if !strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
-		io.CopyN(io.Discard, r.Body, n)
+// bodyReadFailure answers a body that could not be read: 408 when it
+// stopped arriving in time (pacedBody), else 400.
+func bodyReadFailure(err error, n int64) *apiError {
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		return errorf(http.StatusRequestTimeout, api.CodeBodyTimeout,
+			"the request body did not arrive in time: this lane drops a body that stops for its idle timeout or arrives slower than its minimum rate (sema server --body-idle-timeout, --body-min-rate)")
 	}
-	e := errorf(http.StatusServiceUnavailable, api.CodeBusy, "the lane holds as much write content as it may at once; retry after %d s", int(busyRetryAfter.Seconds()))
+	if n < 0 {
+		return errorf(http.StatusBadRequest, api.CodeInvalidJSON, "the request body could not be read")
+	}
+	return errorf(http.StatusBadRequest, api.CodeInvalidJSON, "the request body could not be read in full (%d bytes announced)", n)
+}
+
+// pacedBody is r's body, which must keep arriving: before each read the
+// connection's read deadline moves to Config.BodyIdleTimeout from now, but
+// never past BodyIdleTimeout + n/BodyMinRate from the first read. A body
+// that stalls, or trickles, fails its read with os.ErrDeadlineExceeded,
+// and whatever it held of the budget is freed at once.
+func (s *API) pacedBody(w http.ResponseWriter, r *http.Request, n int64) io.Reader {
+	cfg := s.core.Config()
+	budget := cfg.BodyIdleTimeout + time.Duration(float64(n)/float64(cfg.BodyMinRate)*float64(time.Second))
+	return &pacedReader{r: r.Body, rc: http.NewResponseController(w), idle: cfg.BodyIdleTimeout, budget: budget}
+}
+
+type pacedReader struct {
+	r      io.Reader
+	rc     *http.ResponseController
+	idle   time.Duration
+	budget time.Duration
+	end    time.Time // set at the first read
+}
+
+func (p *pacedReader) Read(b []byte) (int, error) {
+	now := time.Now()
+	if p.end.IsZero() {
+		p.end = now.Add(p.budget)
+	}
+	d := min(now.Add(p.idle).UnixNano(), p.end.UnixNano())
+	p.rc.SetReadDeadline(time.Unix(0, d)) // ErrNotSupported on a test recorder: the body is then not paced
+	n, err := p.r.Read(b)
+	if err != nil {
+		p.rc.SetReadDeadline(time.Time{}) // the body is over: the answer's own reads are not limited
+	}
+	return n, err
+}
+
+// busy answers 503 service.busy at once, before any of the body is read,
+// and counts it. The connection closes after the answer, so the body never
+// needs to be read (a client that sent "Expect: 100-continue" never sends
+// it at all).
+func (s *API) busy(w http.ResponseWriter, r *http.Request) *apiError {
+	s.metrics.contentBusy.Add(1)
+	e := errorf(http.StatusServiceUnavailable, api.CodeBusy, "the lane holds as much request content as it may at once, for all callers or for you; retry after %d s", int(busyRetryAfter.Seconds()))
 	e.retryAfter = busyRetryAfter
+	w.Header().Set("Connection", "close")
+	writeError(w, e)
+	http.NewResponseController(w).Flush()
+	e.written = true
 	return e
 }
 

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"github.com/sema-agent/sema/lane"
 	"net/http"
 	"strconv"
 	"strings"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/internal/probe"
+	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -222,7 +222,13 @@ func instructionArgs(req instructionRequest) (protocol.Args, *apiError) {
 // happen, ending with the outcome.
 func (s *API) postInstruction(w http.ResponseWriter, r *http.Request) {
 	probe.Mark(probe.LaneAuthenticated)
-	in, hold, aerr := s.readInstruction(r)
+	// The device must be the caller's before a byte of the body is read or
+	// held: a caller with no device cannot hold the budget.
+	if aerr := s.ownedDevice(r, r.PathValue("id"), callerOf(r.Context()).ID); aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	in, hold, aerr := s.readInstruction(w, r)
 	probe.Mark(probe.LaneParsed)
 	if aerr != nil {
 		writeError(w, aerr)
@@ -264,8 +270,8 @@ func (s *API) dispatchHTTP(w http.ResponseWriter, r *http.Request, deviceID stri
 // readInstruction admits, reads and parses the body. On success the
 // returned reservation holds the decoded content (nothing for a non-write);
 // on an error nothing is held.
-func (s *API) readInstruction(r *http.Request) (lane.Instruction, *reservation, *apiError) {
-	body, hold, aerr := s.readInstructionBody(r)
+func (s *API) readInstruction(w http.ResponseWriter, r *http.Request) (lane.Instruction, *reservation, *apiError) {
+	body, hold, aerr := s.readInstructionBody(w, r)
 	if aerr != nil {
 		return lane.Instruction{}, nil, aerr
 	}

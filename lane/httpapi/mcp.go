@@ -2,11 +2,13 @@ package httpapi
 
 import (
 	"context"
+	"io"
 	"net/http"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/inproc"
 	"github.com/sema-agent/sema/internal/version"
@@ -44,5 +46,42 @@ func (s *API) mcpHandler(self http.Handler) http.HandlerFunc {
 		}
 		return mcp.TokenInfo(callerOf(r.Context()).ID, &mcp.Conn{Lane: lc, Device: q.Get("device"), Session: session, Request: r.Context()}), nil
 	}
-	return s.authenticated(auth.RequireBearerToken(conn, nil)(h).ServeHTTP)
+	return s.authenticated(s.mcpBodies(auth.RequireBearerToken(conn, nil)(h).ServeHTTP))
+}
+
+// maxMCPBody is the longest body of an MCP request: one JSON-RPC message
+// (the SDK's own bound). A tool's file content goes on through the HTTP
+// API and its budget, within it.
+const maxMCPBody = 4 << 20
+
+// mcpBodies holds an MCP request's body to the rules of every other body:
+// counted in the content budget for the caller before it is read (503 at
+// once when there is no room), at most maxMCPBody (413), and paced
+// (pacedBody). The reservation is freed when the request ends.
+func (s *API) mcpBodies(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		n := r.ContentLength
+		if n > maxMCPBody {
+			writeError(w, errorf(http.StatusRequestEntityTooLarge, api.CodeBodyTooLarge,
+				"the request body is %d bytes, over the %d bytes of one MCP message", n, maxMCPBody))
+			return
+		}
+		if n < 0 {
+			n = maxMCPBody
+		}
+		hold, ok := s.budget.reserve(callerOf(r.Context()).ID, n)
+		if !ok {
+			s.busy(w, r)
+			return
+		}
+		defer hold.release()
+		r.Body = readCloser{io.LimitReader(s.pacedBody(w, r, n), maxMCPBody), r.Body}
+		next(w, r)
+	}
+}
+
+// readCloser reads from one reader and closes another.
+type readCloser struct {
+	io.Reader
+	io.Closer
 }

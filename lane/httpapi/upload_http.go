@@ -19,7 +19,6 @@ import (
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/internal/b64"
-	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -50,9 +49,9 @@ func (s *API) postWrite(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
-	hold, ok := s.budget.reserve(s.uploadReservation())
+	hold, ok := s.budget.reserve(caller.ID, s.uploadReservation())
 	if !ok {
-		writeError(w, s.busy(r, 0)) // nothing is discarded: the body may be any size
+		s.busy(w, r)
 		return
 	}
 	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
@@ -61,7 +60,7 @@ func (s *API) postWrite(w http.ResponseWriter, r *http.Request) {
 		// curl would wait a second before sending the body).
 		r.Body.Read(nil)
 	}
-	body := &countingBody{r: r.Body, want: r.ContentLength}
+	body := &countingBody{r: s.pacedBody(w, r, r.ContentLength), want: r.ContentLength}
 	if r.Header.Get(api.HeaderHalfDuplex) == "1" {
 		held := &heldAnswer{w: w, held: true}
 		body.end = held.release
@@ -192,9 +191,9 @@ func (s *API) uploadReservation() int64 {
 // ownedDevice refuses a device the caller does not own (404, as for one
 // that does not exist), before anything of the body is read.
 func (s *API) ownedDevice(r *http.Request, deviceID, owner string) *apiError {
-	d, err := s.store.Device(r.Context(), deviceID)
+	_, err := s.core.OwnedDevice(r.Context(), deviceID, owner)
 	switch {
-	case errors.Is(err, store.ErrNotFound) || (err == nil && d.OwnerID != owner):
+	case errors.Is(err, lane.ErrUnknownDevice):
 		return deviceNotFound(deviceID)
 	case err != nil:
 		e := errorf(http.StatusServiceUnavailable, api.CodeUnavailable, "the device registry is unavailable; retry later")

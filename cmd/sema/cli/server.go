@@ -96,6 +96,11 @@ func newServerCmd() *cobra.Command {
 	fl.DurationVar(&cfg.AuditRetention, "audit-retention", def.AuditRetention, "audit rows older than this are pruned, hourly (the first start's record is kept)")
 	fl.Int64Var(&cfg.MaxBufferedContent, "max-buffered-content", def.MaxBufferedContent,
 		"bytes of instruction bodies and write content held in memory at once, server-wide (256 MiB); over it 503 service.busy")
+	fl.Int64Var(&cfg.MaxBufferedContentPerIdentity, "max-buffered-content-per-identity", def.MaxBufferedContentPerIdentity,
+		"what one identity's requests may hold of --max-buffered-content (0: a quarter of it, at least 1 MiB), so no caller can take it all")
+	fl.DurationVar(&cfg.BodyIdleTimeout, "body-idle-timeout", def.BodyIdleTimeout, "a request body that stops arriving this long is dropped (408) and what it held freed")
+	fl.Int64Var(&cfg.BodyMinRate, "body-min-rate", def.BodyMinRate, "the slowest a request body may arrive on average, bytes per second, after the first --body-idle-timeout")
+	fl.DurationVar(&cfg.MaxTimeout, "max-timeout", def.MaxTimeout, "the longest timeoutMs an instruction may carry; a longer one is 400")
 	fl.DurationVar(&f.httpLimits.IdleTimeout, "http-idle-timeout", httpapi.DefaultIdleTimeout, "a keep-alive HTTP connection idle this long is closed")
 	fl.IntVar(&f.httpLimits.MaxConns, "max-http-conns", httpapi.DefaultMaxHTTPConns, "open HTTP connections that are not WebSockets; over it new ones are closed at once")
 	return c

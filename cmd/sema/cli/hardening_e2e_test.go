@@ -1,0 +1,87 @@
+package cli_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stalledBody sends a request whose body is announced as n bytes, sends 10
+// of them and stops; it returns the connection and a reader of the answer.
+func stalledBody(t *testing.T, base, path, key string, n int) (net.Conn, *bufio.Reader) {
+	t.Helper()
+	u, _ := url.Parse(base)
+	c, err := net.Dial("tcp", u.Host)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	fmt.Fprintf(c, "POST %s HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n{\"kind\":\"",
+		path, u.Host, key, n)
+	return c, bufio.NewReader(c)
+}
+
+// answerWithin reads the answer's status, failing if none comes in d.
+func answerWithin(t *testing.T, c net.Conn, br *bufio.Reader, d time.Duration, what string) int {
+	t.Helper()
+	c.SetReadDeadline(time.Now().Add(d))
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil {
+		t.Fatalf("%s: no answer within %v: %v", what, d, err)
+	}
+	resp.Body.Close()
+	return resp.StatusCode
+}
+
+// No single key can make the lane refuse anyone else: a key with no device
+// is refused before its body is read; a device's owner who stalls a body
+// holds at most its share of the budget, is answered 503 at once past it,
+// and loses what it held when the body stops arriving; a third key is
+// served all along. timeoutMs is bounded.
+func TestAStalledBodyCannotStarveOtherCallers(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--max-buffered-content", "8388608", "--body-idle-timeout", "1s")
+	key := func(name string) *laneServer {
+		k, errOut, code := s.sema(t, nil, "identity", "create", name)
+		if code != 0 {
+			t.Fatalf("identity create %s: %s", name, errOut)
+		}
+		return &laneServer{proc: s.proc, url: s.url, data: s.data, key: strings.TrimSpace(k)}
+	}
+	mallory, eve, bob := key("mallory"), key("eve"), key("bob")
+	_, eveDev, _ := enrollAndServe(t, eve, t.TempDir())
+	_, bobDev, _ := enrollAndServe(t, bob, t.TempDir())
+
+	// A key with no device: 404 before a byte of the body is read.
+	c, br := stalledBody(t, s.url, "/v1/devices/"+bobDev+"/instructions", mallory.key, 1<<20)
+	if got := answerWithin(t, c, br, 5*time.Second, "mallory"); got != http.StatusNotFound {
+		t.Fatalf("a key with no device: %d, want 404 at once", got)
+	}
+	// The owner's first stalled body holds its share (1 MiB + its decoded
+	// most, under the 2 MiB share); a second is 503 at once, unread.
+	first, firstR := stalledBody(t, s.url, "/v1/devices/"+eveDev+"/instructions", eve.key, 1<<20)
+	waitFor(t, "eve's body to be held", func() bool { return s.metrics(t)["sema_lane_buffered_content_bytes"] > 0 })
+	second, secondR := stalledBody(t, s.url, "/v1/devices/"+eveDev+"/instructions", eve.key, 1<<20)
+	if got := answerWithin(t, second, secondR, 5*time.Second, "eve's second"); got != http.StatusServiceUnavailable {
+		t.Fatalf("eve past her share: %d, want 503 at once", got)
+	}
+	// Bob is served meanwhile.
+	if out, errOut, code := bob.sema(t, nil, "run", "--device", bobDev, "--", "echo served"); code != 0 || out != "served\n" {
+		t.Fatalf("bob while eve stalls: exit %d %q %s", code, out, errOut)
+	}
+	// Eve's stalled body is dropped after the idle timeout, and freed.
+	if got := answerWithin(t, first, firstR, 10*time.Second, "eve's first"); got != http.StatusRequestTimeout {
+		t.Fatalf("a stalled body: %d, want 408", got)
+	}
+	waitFor(t, "the budget to be free again", func() bool { return s.metrics(t)["sema_lane_buffered_content_bytes"] == 0 })
+
+	// timeoutMs past the lane's bound: 400 naming it.
+	_, errOut, code := bob.sema(t, nil, "run", "--device", bobDev, "--timeout", "25h", "--", "true")
+	if code == 0 || !strings.Contains(errOut, "--max-timeout") {
+		t.Fatalf("a 25 h timeout: exit %d, %s", code, errOut)
+	}
+}
