@@ -41,7 +41,11 @@ type chunked struct{ io.Reader }
 // released on every path.
 func TestContentBudgetAdmission(t *testing.T) {
 	const limit = 4 << 20
-	l := newWSLane(t, func(c *Config) { c.MaxBufferedContent = limit; c.MaxBufferedContentPerIdentity = limit; c.MaxInflight = 1 })
+	l := newWSLane(t, func(c *Config) {
+		c.MaxBufferedContent = limit
+		c.MaxBufferedContentPerIdentity = limit
+		c.MaxInflight = 1
+	})
 	fd := l.enroll()
 	fd.establish()
 	offline := l.enroll()
