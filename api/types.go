@@ -31,6 +31,7 @@ const (
 	CodeLengthRequired      = "request.length_required"
 	CodeBodyTimeout         = "request.body_timeout"
 	CodeForbidden           = "auth.forbidden"
+	CodeOriginForbidden     = "auth.origin_forbidden"
 	CodeEnrollmentInvalid   = "device.enrollment_invalid"
 	CodeDeviceNotFound      = "device.not_found"
 	CodeInstructionNotFound = "instruction.not_found"

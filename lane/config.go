@@ -88,6 +88,12 @@ type Config struct {
 	// MaxTimeout bounds an instruction's timeoutMs; a longer one is
 	// refused (400 naming the bound). Default 24 h.
 	MaxTimeout time.Duration
+	// MCPAllowedOrigins are the browser origins (scheme://host[:port]) the
+	// MCP endpoint answers; a request whose Origin is present and not one
+	// of them is refused 403 before any of it is read (the MCP transport's
+	// rule against DNS rebinding). None by default: clients that are not
+	// browsers send no Origin.
+	MCPAllowedOrigins []string
 }
 
 // DefaultConfig is the one place the lane's defaults live: every timing

@@ -4,6 +4,8 @@ import (
 	"context"
 	"io"
 	"net/http"
+	"slices"
+	"strings"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -46,7 +48,24 @@ func (s *API) mcpHandler(self http.Handler) http.HandlerFunc {
 		}
 		return mcp.TokenInfo(callerOf(r.Context()).ID, &mcp.Conn{Lane: lc, Device: q.Get("device"), Session: session, Request: r.Context()}), nil
 	}
-	return s.authenticated(s.mcpBodies(auth.RequireBearerToken(conn, nil)(h).ServeHTTP))
+	return s.allowedOrigin(s.authenticated(s.mcpBodies(auth.RequireBearerToken(conn, nil)(h).ServeHTTP)))
+}
+
+// allowedOrigin refuses a request whose Origin header is present and not
+// one of Config.MCPAllowedOrigins, 403, before anything else of it is read:
+// a web page the user visits must not reach the lane through the user's
+// browser (DNS rebinding), which the MCP transport requires servers to
+// prevent.
+func (s *API) allowedOrigin(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		origin := r.Header.Get("Origin")
+		if origin != "" && !slices.ContainsFunc(s.core.Config().MCPAllowedOrigins, func(o string) bool { return strings.EqualFold(o, origin) }) {
+			writeError(w, errorf(http.StatusForbidden, api.CodeOriginForbidden,
+				"requests from the web origin %q are refused; sema server --mcp-allowed-origin %s would allow it", clip(origin), clip(origin)))
+			return
+		}
+		next(w, r)
+	}
 }
 
 // maxMCPBody is the longest body of an MCP request: one JSON-RPC message

@@ -85,3 +85,40 @@ func TestAStalledBodyCannotStarveOtherCallers(t *testing.T) {
 		t.Fatalf("a 25 h timeout: exit %d, %s", code, errOut)
 	}
 }
+
+// /v1/mcp refuses a request from a web origin it was not told to allow,
+// 403, before any of it is read or its key checked; an allowed origin and
+// a client that sends none are served.
+func TestMCPRefusesAHostileOrigin(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--mcp-allowed-origin", "http://localhost:6274")
+	enrollAndServe(t, s, t.TempDir())
+	post := func(origin, key string) (int, string) {
+		req, _ := http.NewRequest(http.MethodPost, s.url+"/v1/mcp", strings.NewReader(`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"t","version":"0"}}}`))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		if key != "" {
+			req.Header.Set("Authorization", "Bearer "+key)
+		}
+		if origin != "" {
+			req.Header.Set("Origin", origin)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b := make([]byte, 512)
+		n, _ := resp.Body.Read(b)
+		return resp.StatusCode, string(b[:n])
+	}
+	for _, key := range []string{s.key, ""} {
+		if code, body := post("http://evil.example", key); code != http.StatusForbidden || !strings.Contains(body, "auth.origin_forbidden") || !strings.Contains(body, "--mcp-allowed-origin") {
+			t.Errorf("a hostile origin (key %v): %d %s", key != "", code, body)
+		}
+	}
+	for _, origin := range []string{"http://localhost:6274", ""} {
+		if code, body := post(origin, s.key); code != http.StatusOK {
+			t.Errorf("origin %q: %d %s", origin, code, body)
+		}
+	}
+}
