@@ -15,7 +15,9 @@ import (
 	"context"
 	"database/sql"
 	"embed"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -53,6 +55,13 @@ func Open(ctx context.Context, dir string) (*sqlstore.Store, error) {
 		return nil, fmt.Errorf("sqlite: data dir: %w", err)
 	}
 	path := filepath.Join(dir, FileName)
+	// The file exists, 0600, before SQLite opens it: SQLite gives the WAL
+	// and shared-memory files it makes beside it the database file's mode,
+	// so none of them is ever readable by others, whatever the dir's mode
+	// or the umask.
+	if err := createPrivate(path); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
 	// The writer opens the file first: it creates it and turns WAL on,
 	// which the readers then find (the journal mode is kept in the file).
 	writer, err := openPool(ctx, path, 1, "journal_mode(WAL)", "synchronous(NORMAL)")
@@ -72,11 +81,25 @@ func Open(ctx context.Context, dir string) (*sqlstore.Store, error) {
 	}
 	// One process serves this file, and every revocation goes through it.
 	s.ServedByOneProcess()
-	if err := os.Chmod(path, 0o600); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("sqlite: %w", err)
+	// A WAL left by an older start, made before the file was private.
+	for _, f := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(f, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			s.Close()
+			return nil, fmt.Errorf("sqlite: %w", err)
+		}
 	}
 	return s, nil
+}
+
+// createPrivate creates path 0600 if it does not exist, and makes it 0600
+// if it does.
+func createPrivate(path string) error {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o600)
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Chmod(path, 0o600)
 }
 
 // openPool opens a pool of size connections that stay open: a connection

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/sema-agent/sema/lane/store"
@@ -140,5 +141,35 @@ func TestAuthenticatedKeysAreAnsweredFromMemory(t *testing.T) {
 	s.ForgetAPIKeys()
 	if _, err := s.IdentityByAPIKey(ctx, d); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("after ForgetAPIKeys: %v; want ErrNotFound", err)
+	}
+}
+
+// Every file the registry makes in its data dir is 0600 while it runs,
+// whatever the dir's mode and the umask: the WAL and shared-memory files
+// take the database file's mode.
+func TestEveryFileOfTheRegistryIsPrivate(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	old := syscall.Umask(0o022)
+	defer syscall.Umask(old)
+	s, err := sqlite.Open(t.Context(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	entries, _ := os.ReadDir(dir)
+	if len(entries) < 2 {
+		t.Fatalf("the registry made %d files; want the database and its WAL", len(entries))
+	}
+	for _, e := range entries {
+		fi, err := e.Info()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s is %v, want 0600", e.Name(), fi.Mode().Perm())
+		}
 	}
 }
