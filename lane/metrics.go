@@ -93,6 +93,7 @@ type Metrics struct {
 	// The HTTP API's own (package httpapi fills them in its snapshot).
 	HTTPConns        int64  // open HTTP connections that are not WebSockets
 	HTTPConnsRefused uint64 // connections closed at once at the connection cap
+	HTTPConnsEvicted uint64 // idle keep-alive connections closed to make room at the cap
 	BufferedContent  int64  // bytes of the buffered-content budget reserved now
 	ContentBusy      uint64 // instruction requests refused 503 service.busy
 	// DeliveryOverflows counts commands the lane cancelled because their

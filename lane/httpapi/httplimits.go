@@ -126,6 +126,7 @@ func (l *connLimiter) admit(c net.Conn) *limitedConn {
 	l.mu.Unlock()
 	if evict != nil {
 		evict.Conn.Close() // its slot is already free; the server sees a closed idle conn
+		l.metrics.httpConnEvicted()
 	}
 	return lc
 }

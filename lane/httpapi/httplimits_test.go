@@ -198,6 +198,9 @@ func TestConnCapGivesWayToWebSockets(t *testing.T) {
 	ws.CloseRead(t.Context())
 	oldest.waitClosed("the longest-idle keep-alive")
 	wantConns(t, l, 1, 0) // newer is idle again; the WebSocket does not count
+	if m := l.Metrics(); m.HTTPConnsEvicted != 1 {
+		t.Errorf("evictions counted %d, want 1: an operator must see them", m.HTTPConnsEvicted)
+	}
 
 	fresh := dialRaw(t, l.url) // takes the free slot: newer stays
 	wantConns(t, l, 2, 0)
