@@ -14,6 +14,7 @@ import (
 	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/inproc"
 	"github.com/sema-agent/sema/internal/version"
+	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/mcp"
 )
 
@@ -33,10 +34,12 @@ const inProcessBase = "http://lane.in-process"
 // Mcp-Session-Id, else none.
 func (s *API) mcpHandler(self http.Handler) http.HandlerFunc {
 	srv := mcp.NewCallServer(version.String(), nil)
-	hc := &http.Client{Transport: inproc.Transport{Handler: self}}
 	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return srv },
 		&sdk.StreamableHTTPOptions{Stateless: true, PropagateRequestCancellation: true})
 	conn := func(_ context.Context, key string, r *http.Request) (*auth.TokenInfo, error) {
+		// The tools' calls carry the caller's own address, so that what the
+		// lane records of them (audit rows) names the caller, not itself.
+		hc := &http.Client{Transport: inproc.Transport{Handler: self, RemoteAddr: lane.RemoteAddr(r)}}
 		lc, err := client.New(inProcessBase, key, client.WithHTTPClient(hc))
 		if err != nil {
 			return nil, auth.ErrInvalidToken
