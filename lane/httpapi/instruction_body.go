@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/sema-agent/sema/api"
@@ -67,9 +68,12 @@ func (s *API) readInstructionBody(w http.ResponseWriter, r *http.Request) ([]byt
 			"the request body is %d bytes, over this lane's limit of %d bytes (the body and its decoded content must fit the %d-byte buffered-content budget)",
 			n, limit, s.budget.limit)
 	}
+	if bodyReservation(n) > s.budget.perOwner {
+		return nil, nil, s.overShare(n)
+	}
 	hold, ok := s.budget.reserve(callerOf(r.Context()).ID, bodyReservation(n))
 	if !ok {
-		return nil, nil, s.busy(w, r)
+		return nil, nil, s.busy(w, r, n)
 	}
 	// Exactly Content-Length bytes: no growth, no slack (the server has
 	// already refused a body longer than its Content-Length).
@@ -86,7 +90,7 @@ func (s *API) readInstructionBody(w http.ResponseWriter, r *http.Request) ([]byt
 func (s *API) readUnsizedBody(w http.ResponseWriter, r *http.Request) ([]byte, *reservation, *apiError) {
 	hold, ok := s.budget.reserve(callerOf(r.Context()).ID, noLengthBodyLimit)
 	if !ok {
-		return nil, nil, s.busy(w, r)
+		return nil, nil, s.busy(w, r, noLengthBodyLimit)
 	}
 	body, err := io.ReadAll(io.LimitReader(s.pacedBody(w, r, noLengthBodyLimit), noLengthBodyLimit+1))
 	switch {
@@ -148,10 +152,13 @@ func (p *pacedReader) Read(b []byte) (int, error) {
 }
 
 // busy answers 503 service.busy at once, before any of the body is read,
-// and counts it. The connection closes after the answer, so the body never
-// needs to be read (a client that sent "Expect: 100-continue" never sends
-// it at all).
-func (s *API) busy(w http.ResponseWriter, r *http.Request) *apiError {
+// and counts it; the connection closes after the answer. A client that
+// sent "Expect: 100-continue" never sends its body. Any other is sending
+// it already, and would see its connection reset instead of the answer if
+// the server closed it unread: up to discard bytes of it (0 for none: a
+// streamed write's body may be any size) are then read, at the pace every
+// body must keep, and thrown away, which holds nothing of the budget.
+func (s *API) busy(w http.ResponseWriter, r *http.Request, discard int64) *apiError {
 	s.metrics.contentBusy.Add(1)
 	e := errorf(http.StatusServiceUnavailable, api.CodeBusy, "the lane holds as much request content as it may at once, for all callers or for you; retry after %d s", int(busyRetryAfter.Seconds()))
 	e.retryAfter = busyRetryAfter
@@ -159,7 +166,19 @@ func (s *API) busy(w http.ResponseWriter, r *http.Request) *apiError {
 	writeError(w, e)
 	http.NewResponseController(w).Flush()
 	e.written = true
+	if discard > 0 && !strings.EqualFold(r.Header.Get("Expect"), "100-continue") {
+		io.CopyN(io.Discard, s.pacedBody(w, r, discard), discard)
+	}
 	return e
+}
+
+// overShare is 413 for a body whose reservation is over what one identity
+// may ever hold (Config.MaxBufferedContentPerIdentity): waiting would not
+// help, a streamed write would.
+func (s *API) overShare(n int64) *apiError {
+	return errorf(http.StatusRequestEntityTooLarge, api.CodeBodyTooLarge,
+		"the request body is %d bytes, over what one caller may hold at once on this lane (%d bytes with its decoded content: sema server --max-buffered-content-per-identity); send large content as a streamed write (POST /v1/devices/{id}/writes, sema fs put)",
+		n, s.budget.perOwner)
 }
 
 // lengthRequired is 411: what was sent must announce its length.

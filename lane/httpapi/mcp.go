@@ -93,7 +93,7 @@ func (s *API) mcpBodies(next http.HandlerFunc) http.HandlerFunc {
 		}
 		hold, ok := s.budget.reserve(callerOf(r.Context()).ID, n)
 		if !ok {
-			s.busy(w, r)
+			s.busy(w, r, n)
 			return
 		}
 		defer hold.release()

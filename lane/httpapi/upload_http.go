@@ -51,7 +51,7 @@ func (s *API) postWrite(w http.ResponseWriter, r *http.Request) {
 	}
 	hold, ok := s.budget.reserve(caller.ID, s.uploadReservation())
 	if !ok {
-		s.busy(w, r)
+		s.busy(w, r, 0)
 		return
 	}
 	if strings.EqualFold(r.Header.Get("Expect"), "100-continue") {

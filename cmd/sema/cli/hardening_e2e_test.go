@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -120,5 +121,26 @@ func TestMCPRefusesAHostileOrigin(t *testing.T) {
 		if code, body := post(origin, s.key); code != http.StatusOK {
 			t.Errorf("origin %q: %d %s", origin, code, body)
 		}
+	}
+}
+
+// A body one caller could never hold is 413 naming the per-caller bound and
+// the streamed write, not a 503 that no retry would ever pass.
+func TestABodyOverTheCallersShareIs413(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--max-buffered-content", strconv.Itoa(8<<20))
+	_, id, _ := enrollAndServe(t, s, t.TempDir())
+	body := `{"kind":"writeFile","args":{"path":"/tmp/x"},"timeoutMs":1000,"contentB64":"` + strings.Repeat("A", 2<<20) + `"}`
+	req, _ := http.NewRequest(http.MethodPost, s.url+"/v1/devices/"+id+"/instructions", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+s.key)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b := make([]byte, 1024)
+	n, _ := resp.Body.Read(b)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(b[:n]), "--max-buffered-content-per-identity") ||
+		!strings.Contains(string(b[:n]), "streamed write") {
+		t.Fatalf("%d %s", resp.StatusCode, b[:n])
 	}
 }
