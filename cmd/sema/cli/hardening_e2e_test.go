@@ -144,3 +144,28 @@ func TestABodyOverTheCallersShareIs413(t *testing.T) {
 		t.Fatalf("%d %s", resp.StatusCode, b[:n])
 	}
 }
+
+// A SQLite server killed with -9 and started again takes back the leases
+// of the process before it: its devices are back within seconds, not
+// refused already_connected until those leases expire (a minute).
+func TestAKilledServerHasItsDevicesBackInSeconds(t *testing.T) {
+	data := t.TempDir()
+	s := startServer(t, data)
+	_, id, _ := enrollAndServe(t, s, t.TempDir())
+	u, _ := url.Parse(s.url)
+	s.cmd.Process.Kill()
+	s.wait(t)
+	killed := time.Now()
+	again := startServer(t, data, "--listen", u.Host) // the same address: the device dials it
+	deadline := time.Now().Add(20 * time.Second)
+	for !again.online(t, id) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the device is not back 20 s after the restart:\n%s", again.stderr)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	t.Logf("the device was back %v after the kill", time.Since(killed).Round(10*time.Millisecond))
+	if !strings.Contains(again.stderr.String(), "took back the leases") {
+		t.Errorf("the restart does not say it took back the dead process's leases:\n%s", again.stderr)
+	}
+}

@@ -215,6 +215,9 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 		return err
 	}
 	defer st.Close()
+	if err := takeBackLeases(ctx, st, log); err != nil {
+		return err
+	}
 	if err := ensureAdmin(ctx, st, dir, public, log); err != nil {
 		return err
 	}
@@ -300,6 +303,31 @@ func openStore(ctx context.Context, dir, pgURL string) (store.Store, string, err
 		return nil, "", err
 	}
 	return st, "sqlite", nil
+}
+
+// takeBackLeases drops the leases a registry that this process alone serves
+// (SQLite, whose data dir it has locked) still records: they are a dead
+// process's (a kill -9, a crash), and kept they would refuse its devices
+// already_connected until they expired, about a minute.
+func takeBackLeases(ctx context.Context, st store.Store, log *slog.Logger) error {
+	one, ok := st.(interface {
+		DeviceRevocations() (uint64, bool)
+		ReleaseAllLeases(context.Context) (int64, error)
+	})
+	if !ok {
+		return nil
+	}
+	if _, alone := one.DeviceRevocations(); !alone {
+		return nil
+	}
+	n, err := one.ReleaseAllLeases(ctx)
+	if err != nil {
+		return fmt.Errorf("taking back the leases of the process that served this data dir before: %w", err)
+	}
+	if n > 0 {
+		log.Info("took back the leases of the process that served this data dir before", "leases", n)
+	}
+	return nil
 }
 
 // ensureAdmin creates the admin identity on the registry's first start:

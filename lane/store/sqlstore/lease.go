@@ -129,6 +129,23 @@ func (s *Store) ReleaseReplicaLeases(ctx context.Context, replica string) (int64
 	return n, s.wrap("release replica leases", err)
 }
 
+// ReleaseAllLeases drops every lease in the registry, and says how many.
+// Only a store served by one process may: a process that holds the
+// registry's only way in (SQLite, its data dir locked) knows that every
+// lease recorded before it started is a dead process's — kept, a device
+// would be refused already_connected until the lease expired.
+func (s *Store) ReleaseAllLeases(ctx context.Context) (int64, error) {
+	if !s.oneProcess {
+		return 0, fmt.Errorf("%s: release all leases: other processes may hold them", s.d.Name)
+	}
+	res, err := s.db.ExecContext(ctx, s.sql(`UPDATE devices SET `+noLease+` WHERE lease_holder IS NOT NULL`))
+	if err != nil {
+		return 0, s.wrap("release all leases", err)
+	}
+	n, err := res.RowsAffected()
+	return n, s.wrap("release all leases", err)
+}
+
 // RenewReplicaLeases renews every live lease a replica holds, in one
 // statement: the heartbeat path no longer writes the registry.
 func (s *Store) RenewReplicaLeases(ctx context.Context, replica string, ttl time.Duration) ([]store.HeldLease, error) {
