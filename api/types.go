@@ -32,6 +32,7 @@ const (
 	CodeBodyTimeout         = "request.body_timeout"
 	CodeForbidden           = "auth.forbidden"
 	CodeOriginForbidden     = "auth.origin_forbidden"
+	CodeAPIKeyLimit         = "api_key.limit_reached"
 	CodeEnrollmentInvalid   = "device.enrollment_invalid"
 	CodeDeviceNotFound      = "device.not_found"
 	CodeInstructionNotFound = "instruction.not_found"

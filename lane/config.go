@@ -94,6 +94,9 @@ type Config struct {
 	// rule against DNS rebinding). None by default: clients that are not
 	// browsers send no Origin.
 	MCPAllowedOrigins []string
+	// MaxAPIKeysPerIdentity bounds the keys one identity holds that are
+	// not revoked; one more is refused (409 naming the bound). Default 100.
+	MaxAPIKeysPerIdentity int
 }
 
 // DefaultConfig is the one place the lane's defaults live: every timing
@@ -127,6 +130,8 @@ func DefaultConfig() Config {
 		BodyIdleTimeout:    10 * time.Second,
 		BodyMinRate:        64 << 10,
 		MaxTimeout:         24 * time.Hour,
+
+		MaxAPIKeysPerIdentity: 100,
 	}
 }
 
@@ -187,6 +192,7 @@ func (c Config) withDefaults() (Config, error) {
 		{&c.SettledMemo, def.SettledMemo},
 		{&c.MaxPreAuth, def.MaxPreAuth},
 		{&c.MaxPreAuthPerAddr, def.MaxPreAuthPerAddr},
+		{&c.MaxAPIKeysPerIdentity, def.MaxAPIKeysPerIdentity},
 	}
 	for _, n := range ints {
 		if *n.v == 0 {

@@ -81,6 +81,16 @@ func (s *API) createAPIKey(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller := callerOf(r.Context())
+	held, err := s.store.ListAPIKeys(r.Context(), caller.ID)
+	if err != nil {
+		s.unavailable(w, r, "create api key", err)
+		return
+	}
+	if max := s.core.Config().MaxAPIKeysPerIdentity; len(held) >= max {
+		writeError(w, errorf(http.StatusConflict, api.CodeAPIKeyLimit,
+			"you hold %d API keys, this lane's most per identity (sema server --max-api-keys-per-identity); revoke one first", max))
+		return
+	}
 	k, key, err := lane.IssueAPIKey(r.Context(), s.store, caller.ID)
 	if err != nil {
 		s.unavailable(w, r, "create api key", err)

@@ -169,3 +169,19 @@ func TestAKilledServerHasItsDevicesBackInSeconds(t *testing.T) {
 		t.Errorf("the restart does not say it took back the dead process's leases:\n%s", again.stderr)
 	}
 }
+
+// One identity holds at most --max-api-keys-per-identity keys; a revoked
+// one makes room again.
+func TestAPIKeysPerIdentityAreCapped(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--max-api-keys-per-identity", "2")
+	k, _, _ := s.sema(t, nil, "identity", "create", "carol")
+	carol := &laneServer{proc: s.proc, url: s.url, data: s.data, key: strings.TrimSpace(k)}
+	_, errOut, code := carol.sema(t, nil, "apikey", "create")
+	if code != 0 {
+		t.Fatalf("the second key: exit %d %s", code, errOut)
+	}
+	_, errOut, code = carol.sema(t, nil, "apikey", "create")
+	if code == 0 || !strings.Contains(errOut, "api_key.limit_reached") || !strings.Contains(errOut, "--max-api-keys-per-identity") {
+		t.Fatalf("the third key: exit %d %s", code, errOut)
+	}
+}
