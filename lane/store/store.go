@@ -23,7 +23,9 @@ import (
 type Store interface {
 	// CreateIdentity adds an identity (a user of the lane), not an admin.
 	CreateIdentity(ctx context.Context, name string) (Identity, error)
-	// CreateAdminIdentity adds an identity marked as the lane's admin.
+	// CreateAdminIdentity adds an identity marked as the lane's admin,
+	// unless the registry has one: then ErrAdminExists, also when another
+	// process creates one at the same moment (exactly one of them does).
 	CreateAdminIdentity(ctx context.Context, name string) (Identity, error)
 	// ListIdentities returns every identity, oldest first.
 	ListIdentities(ctx context.Context) ([]Identity, error)
@@ -321,6 +323,8 @@ var (
 	ErrLeaseHeld = errors.New("store: the connection lease is held by another connection")
 	ErrLeaseLost = errors.New("store: the connection lease is no longer held")
 	ErrRevoked   = errors.New("store: the device is revoked")
+	// ErrAdminExists refuses a second admin identity.
+	ErrAdminExists = errors.New("store: the registry has an admin identity already")
 	// ErrLastAdminKey refuses revoking the admin's last API key.
 	ErrLastAdminKey = errors.New("store: this is the admin's last API key")
 )

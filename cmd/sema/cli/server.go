@@ -350,6 +350,12 @@ func ensureAdmin(ctx context.Context, st store.Store, dir, public string, log *s
 		return nil
 	}
 	idn, key, err := lane.CreateAdminIdentity(ctx, st, "admin")
+	if errors.Is(err, store.ErrAdminExists) {
+		// Another replica on the same registry made it at this very moment;
+		// its key is in that replica's data dir.
+		log.Info("admin identity exists: another replica created it as this one started")
+		return nil
+	}
 	if err != nil {
 		return err
 	}

@@ -32,7 +32,32 @@ func (s *Store) CreateIdentity(ctx context.Context, name string) (store.Identity
 
 // CreateAdminIdentity adds an identity marked as the lane's admin.
 func (s *Store) CreateAdminIdentity(ctx context.Context, name string) (store.Identity, error) {
-	return s.createIdentity(ctx, name, true)
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return store.Identity{}, s.wrap("create admin identity", err)
+	}
+	defer tx.Rollback()
+	// Replicas starting at once on an empty registry each ask for the
+	// admin: the lock (PostgreSQL's advisory lock; SQLite's one writer)
+	// lets one of them look and create while the others wait, then find it.
+	if s.d.MigrationLock != "" {
+		if _, err := tx.ExecContext(ctx, s.d.MigrationLock); err != nil {
+			return store.Identity{}, s.wrap("create admin identity", err)
+		}
+	}
+	var exists bool
+	if err := tx.QueryRowContext(ctx, s.sql(`SELECT EXISTS (SELECT 1 FROM identities WHERE admin)`)).Scan(&exists); err != nil {
+		return store.Identity{}, s.wrap("create admin identity", err)
+	}
+	if exists {
+		return store.Identity{}, store.ErrAdminExists
+	}
+	idn, err := scanIdentity(tx.QueryRowContext(ctx, s.sql(`INSERT INTO identities (id, name, created_ms, admin) VALUES (?, ?, NOW, ?) RETURNING `+identityColumns),
+		ids.New(ids.Identity), name, true))
+	if err != nil {
+		return idn, s.wrap("create admin identity", err)
+	}
+	return idn, s.wrap("create admin identity", tx.Commit())
 }
 
 func (s *Store) createIdentity(ctx context.Context, name string, admin bool) (store.Identity, error) {

@@ -201,3 +201,37 @@ func testKeyUseIsRecordedAtMostOnceAMinute(t *testing.T, s Backend) {
 func listedFirst(t1 time.Time, id1 string, t2 time.Time, id2 string) bool {
 	return t1.Before(t2) || t1.Equal(t2) && id1 < id2
 }
+
+// Replicas starting at once on an empty registry each ask for the admin:
+// exactly one is made, and the others are told it exists.
+func testConcurrentFirstStartsMakeOneAdmin(t *testing.T, s Backend) {
+	const starts = 8
+	var wg sync.WaitGroup
+	errs := make([]error, starts)
+	for i := range starts {
+		wg.Go(func() { _, errs[i] = s.CreateAdminIdentity(ctx(t), "admin") })
+	}
+	wg.Wait()
+	made := 0
+	for _, err := range errs {
+		switch {
+		case err == nil:
+			made++
+		case !errors.Is(err, store.ErrAdminExists):
+			t.Fatalf("a start failed otherwise: %v", err)
+		}
+	}
+	idns, err := s.ListIdentities(ctx(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	admins := 0
+	for _, idn := range idns {
+		if idn.Admin {
+			admins++
+		}
+	}
+	if made != 1 || admins != 1 {
+		t.Fatalf("%d starts made an admin, %d admins in the registry; want 1 and 1", made, admins)
+	}
+}

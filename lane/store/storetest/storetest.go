@@ -30,6 +30,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		fn   func(t *testing.T, s Backend)
 	}{
 		{"IdentityByAPIKey", testIdentityByAPIKey},
+		{"ConcurrentFirstStartsMakeOneAdmin", testConcurrentFirstStartsMakeOneAdmin},
 		{"SecretsAreNeverStoredInPlaintext", testSecretsAreNeverStoredInPlaintext},
 		{"EnrollTokenExpiresFromTheDatabaseClock", testEnrollTokenExpiry},
 		{"RegisterDeviceFirstRegistration", testRegisterFirst},
