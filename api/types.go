@@ -22,6 +22,11 @@ type Error struct {
 	Message string `json:"message"`
 }
 
+// EnrollTokenPrefix starts every enrollment token (POST
+// /v1/devices/enroll-tokens). A token may also stand for its identity's
+// credential on POST /v1/devices/enroll, for itself alone.
+const EnrollTokenPrefix = "set_"
+
 // Error codes of the error answers (docs/api.md's table).
 const (
 	CodeInvalidJSON         = "request.invalid_json"

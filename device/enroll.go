@@ -57,9 +57,12 @@ func Sleep(ctx context.Context, d time.Duration) error {
 
 // EnrollOptions is one `sema device enroll`.
 type EnrollOptions struct {
-	Server        string // the lane's base URL
-	Token         string // the one-shot enrollment token; never logged or stored
-	APIKey        string // the user's credential, sent as Authorization: Bearer
+	Server string // the lane's base URL
+	Token  string // the one-shot enrollment token; never logged or stored
+	// APIKey is the user's credential, sent as Authorization: Bearer; ""
+	// sends the token there instead: it stands for the user's credential
+	// on this one call, so the machine never needs the user's key.
+	APIKey        string
 	WorkspaceRoot string // an existing directory; made absolute
 	DisplayName   string
 	StateDir      string
@@ -109,7 +112,7 @@ func Enroll(ctx context.Context, o EnrollOptions) (Record, error) {
 		return rec, errors.New("an enrollment token is required (--token)")
 	}
 	if o.APIKey == "" {
-		return rec, errors.New("the user's API key is required: set SEMA_API_KEY")
+		o.APIKey = o.Token
 	}
 	ws, err := workspaceDir(o.WorkspaceRoot)
 	if err != nil {

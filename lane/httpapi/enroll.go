@@ -47,7 +47,7 @@ func (s *API) issueEnrollToken(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller := callerOf(r.Context())
-	token := lane.NewSecret("set_")
+	token := lane.NewSecret(api.EnrollTokenPrefix)
 	tok, err := s.store.CreateEnrollToken(r.Context(), caller.ID, store.DigestOf(token), s.cfg.TokenTTL)
 	if err != nil {
 		s.unavailable(w, r, "issue enroll token", err)
@@ -112,6 +112,11 @@ func (s *API) enroll(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	caller := callerOf(r.Context())
+	if t := enrollTokenOf(r.Context()); t != "" && t != f["token"] {
+		// A token is the credential for enrolling with itself, no other.
+		writeBody(w, http.StatusForbidden, enrollmentInvalidBody)
+		return
+	}
 	pub, _ := base64.StdEncoding.DecodeString(f["pubkey"])
 	reg := store.Registration{
 		TokenDigest: store.DigestOf(f["token"]), IdentityID: caller.ID, PublicKey: pub,

@@ -63,7 +63,7 @@ func New(core *lane.Server) *API {
 	}
 	s.mux.HandleFunc("GET /v1/capabilities", s.capabilities)
 	s.mux.HandleFunc("POST /v1/devices/enroll-tokens", s.laneOnly(s.authenticated(s.issueEnrollToken)))
-	s.mux.HandleFunc("POST /v1/devices/enroll", s.laneOnly(s.authenticated(s.enroll)))
+	s.mux.HandleFunc("POST /v1/devices/enroll", s.laneOnly(s.enrollAuthenticated(s.enroll)))
 	s.mux.HandleFunc("GET /v1/devices", s.laneOnly(s.authenticated(s.listDevices)))
 	s.mux.HandleFunc("POST /v1/devices/{id}/revoke", s.laneOnly(s.authenticated(s.revokeDevice)))
 	s.mux.HandleFunc("POST /v1/devices/{id}/instructions", s.laneOnly(s.routed(s.authenticated(s.postInstruction))))
@@ -156,6 +156,43 @@ func (s *API) authenticated(h http.HandlerFunc) http.HandlerFunc {
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, idn)))
 	}
+}
+
+// enrollTokenKey marks a request authenticated by its enrollment token.
+type enrollTokenKey struct{}
+
+// enrollAuthenticated authenticates POST /v1/devices/enroll by the user's
+// API key, as every other call, or by the enrollment token itself
+// (Authorization: Bearer set_…): the token stands for the credential of
+// the identity it was issued to, for this one call and the token it
+// carries, while it has not expired. So the device being enrolled never
+// needs the user's long-lived key. An unknown or expired token is the
+// enrollment refusal every other case gets (§1.1: indistinguishable).
+func (s *API) enrollAuthenticated(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		token, ok := bearer(r)
+		if !ok || !strings.HasPrefix(token, api.EnrollTokenPrefix) {
+			s.authenticated(h)(w, r)
+			return
+		}
+		idn, err := s.store.IdentityByEnrollToken(r.Context(), store.DigestOf(token))
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			writeBody(w, http.StatusForbidden, enrollmentInvalidBody)
+			return
+		case err != nil:
+			s.unavailable(w, r, "authenticate", err)
+			return
+		}
+		ctx := context.WithValue(context.WithValue(r.Context(), identityKey{}, idn), enrollTokenKey{}, token)
+		h(w, r.WithContext(ctx))
+	}
+}
+
+// enrollTokenOf is the token a request was authenticated by, "" for an API key.
+func enrollTokenOf(ctx context.Context) string {
+	t, _ := ctx.Value(enrollTokenKey{}).(string)
+	return t
 }
 
 func bearer(r *http.Request) (string, bool) {

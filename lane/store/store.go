@@ -36,6 +36,11 @@ type Store interface {
 	// the key's use at most once a minute (LastUsedAtGranularity), so that
 	// authenticating is not a registry write per request.
 	IdentityByAPIKey(ctx context.Context, digest Digest) (Identity, error)
+	// IdentityByEnrollToken finds the identity an enrollment token was
+	// issued to while the token has not expired; ErrNotFound otherwise. It
+	// lets the token itself stand for the user's credential on the one
+	// call it is for (POST /v1/devices/enroll).
+	IdentityByEnrollToken(ctx context.Context, digest Digest) (Identity, error)
 	// ListAPIKeys returns an identity's keys that are not revoked, oldest
 	// first.
 	ListAPIKeys(ctx context.Context, identityID string) ([]APIKey, error)

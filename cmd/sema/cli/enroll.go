@@ -25,10 +25,11 @@ func newEnrollCmd() *cobra.Command {
 	var f enrollFlags
 	c := &cobra.Command{
 		Use:   "enroll --token TOKEN --workspace DIR [--server URL] [--name NAME] [--state-dir DIR]",
-		Short: "Register this machine with the lane (the user's credential comes from " + EnvAPIKey + ")",
+		Short: "Register this machine with the lane, with the one-shot token `sema token` printed",
 		Long: "enroll generates this device's Ed25519 key here (only the public key leaves the machine),\n" +
-			"registers it with the lane using a one-shot enrollment token and the user's API key\n" +
-			"($" + EnvAPIKey + "), and stores the device id beside the key. It prints the device id.\n" +
+			"registers it with the lane using the one-shot enrollment token `sema token` printed (the token\n" +
+			"is the credential for this one call: the machine needs no API key; $" + EnvAPIKey + ", when set,\n" +
+			"is sent instead), and stores the device id beside the key. It prints the device id.\n" +
 			"--token - reads the token from standard input, keeping it out of the process list.\n" +
 			"A lane that cannot be reached (connection refused, DNS, TLS, no answer) is retried with\n" +
 			"backoff for --retry-unreachable (at most 60s), then enroll fails: cannot reach the lane at URL.\n" +

@@ -6,10 +6,13 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sema-agent/sema/cmd/sema/cli"
 )
 
 // stalledBody sends a request whose body is announced as n bytes, sends 10
@@ -183,5 +186,55 @@ func TestAPIKeysPerIdentityAreCapped(t *testing.T) {
 	_, errOut, code = carol.sema(t, nil, "apikey", "create")
 	if code == 0 || !strings.Contains(errOut, "api_key.limit_reached") || !strings.Contains(errOut, "--max-api-keys-per-identity") {
 		t.Fatalf("the third key: exit %d %s", code, errOut)
+	}
+}
+
+// The enroll line `sema token` prints is all a machine needs: the token
+// stands for the user's credential on that one call, so the user's API key
+// never has to be on the device; as a credential it opens nothing else.
+func TestEnrollmentNeedsOnlyThePrintedLine(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	line, errOut, code := s.sema(t, nil, "token", "--workspace", t.TempDir())
+	if code != 0 {
+		t.Fatalf("token: %s", errOut)
+	}
+	args := strings.Fields(strings.TrimSpace(line))
+	token := args[slices.Index(args, "--token")+1]
+	// Another endpoint with the token as the credential: refused.
+	req, _ := http.NewRequest(http.MethodGet, s.url+"/v1/devices", nil)
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("the token as a credential for GET /v1/devices: %d, want 403", resp.StatusCode)
+	}
+	// A token is the credential for enrolling with itself only.
+	other, _, _ := s.sema(t, nil, "token", "--workspace", t.TempDir())
+	otherArgs := strings.Fields(other)
+	body := `{"token":"` + otherArgs[slices.Index(otherArgs, "--token")+1] + `","pubkey":"` + strings.Repeat("A", 43) + `=","platformOs":"linux","workspaceRoot":"/w"}`
+	req, _ = http.NewRequest(http.MethodPost, s.url+"/v1/devices/enroll", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+token)
+	resp, err = http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("one token as the credential for enrolling with another: %d, want 403", resp.StatusCode)
+	}
+	// The enroll line with no API key anywhere in its environment.
+	stateDir := t.TempDir()
+	p := startProc(t, []string{cli.EnvAPIKey + "=", cli.EnvServer + "="}, nil, append(args[1:], "--state-dir", stateDir)...)
+	if code := p.wait(t); code != 0 {
+		t.Fatalf("enroll with the printed line alone: exit %d %s", code, p.stderr)
+	}
+	id := strings.TrimSpace(p.stdout.String())
+	startServe(t, stateDir)
+	waitFor(t, "the device online", func() bool { return s.online(t, id) })
+	if out, _, code := s.sema(t, nil, "run", "--device", id, "--", "echo enrolled"); code != 0 || out != "enrolled\n" {
+		t.Fatalf("run on the device: exit %d %q", code, out)
 	}
 }

@@ -353,11 +353,12 @@ To connect another machine, run a lane server it can reach (its first start prin
     export %s=$(cat %s)
     sema token --server http://THIS-HOST:8420
 
-then run the line it prints on the other machine, with %s set there too, and serve:
+then run the line it prints on the other machine (the token is its credential: no API key needed
+there), and serve:
 
     sema device enroll --server http://THIS-HOST:8420 --token set_… --workspace ~
     sema device serve            (or, to keep it running: sema device service install --now)
-`, EnvAPIKey, shellQuote(keyFile), EnvAPIKey)
+`, EnvAPIKey, shellQuote(keyFile))
 }
 
 // prompt runs every line typed through the lane until EOF.

@@ -22,6 +22,13 @@ func (s *Store) CreateEnrollToken(ctx context.Context, identityID string, digest
 	return store.EnrollToken{IdentityID: identityID, ExpiresAt: msTime(expires), TTL: ttl}, nil
 }
 
+// IdentityByEnrollToken is the identity the token was issued to, while it
+// has not expired.
+func (s *Store) IdentityByEnrollToken(ctx context.Context, digest store.Digest) (store.Identity, error) {
+	idn, err := scanIdentity(s.db.QueryRowContext(ctx, s.sql(`SELECT i.id, i.name, i.created_ms, i.admin FROM enroll_tokens t JOIN identities i ON i.id = t.identity_id WHERE t.digest = ? AND t.expires_ms > NOW`), digest[:]))
+	return idn, s.wrap("identity by enroll token", err)
+}
+
 // RegisterDevice consumes a token for a key and creates the device (§1.1),
 // or returns the device a replay with the same key created.
 func (s *Store) RegisterDevice(ctx context.Context, r store.Registration) (store.Device, bool, error) {

@@ -235,3 +235,28 @@ func testConcurrentFirstStartsMakeOneAdmin(t *testing.T, s Backend) {
 		t.Fatalf("%d starts made an admin, %d admins in the registry; want 1 and 1", made, admins)
 	}
 }
+
+// An enrollment token names the identity it was issued to while it lives,
+// and nothing once expired or unknown.
+func testIdentityByEnrollToken(t *testing.T, s Backend) {
+	alice, err := s.CreateIdentity(ctx(t), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, expired := store.DigestOf("set_live"), store.DigestOf("set_expired")
+	if _, err := s.CreateEnrollToken(ctx(t), alice.ID, live, time.Minute); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateEnrollToken(ctx(t), alice.ID, expired, time.Millisecond); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond) // the database's clock must pass the expiry
+	if idn, err := s.IdentityByEnrollToken(ctx(t), live); err != nil || idn.ID != alice.ID {
+		t.Fatalf("a live token: %+v, %v", idn, err)
+	}
+	for _, d := range []store.Digest{expired, store.DigestOf("set_unknown")} {
+		if _, err := s.IdentityByEnrollToken(ctx(t), d); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("an expired or unknown token: %v, want ErrNotFound", err)
+		}
+	}
+}

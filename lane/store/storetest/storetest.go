@@ -31,6 +31,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 	}{
 		{"IdentityByAPIKey", testIdentityByAPIKey},
 		{"ConcurrentFirstStartsMakeOneAdmin", testConcurrentFirstStartsMakeOneAdmin},
+		{"IdentityByEnrollToken", testIdentityByEnrollToken},
 		{"SecretsAreNeverStoredInPlaintext", testSecretsAreNeverStoredInPlaintext},
 		{"EnrollTokenExpiresFromTheDatabaseClock", testEnrollTokenExpiry},
 		{"RegisterDeviceFirstRegistration", testRegisterFirst},
