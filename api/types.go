@@ -22,6 +22,9 @@ type Error struct {
 	Message string `json:"message"`
 }
 
+// APIKeyPrefix starts every API key; 43 base64url characters follow.
+const APIKeyPrefix = "sema_"
+
 // EnrollTokenPrefix starts every enrollment token (POST
 // /v1/devices/enroll-tokens). A token may also stand for its identity's
 // credential on POST /v1/devices/enroll, for itself alone.

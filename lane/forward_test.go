@@ -168,7 +168,7 @@ func TestAReplicaMayAskForAFullPageOfPresence(t *testing.T) {
 	}
 	body, _ := json.Marshal(ask)
 	req, _ := http.NewRequest("POST", a.url+api.PresencePath, bytes.NewReader(body))
-	b.srv.hop.Sign(req, "")
+	b.srv.hop.Sign(req, "", nil)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package lane
 import (
 	"context"
 	"fmt"
+	"github.com/sema-agent/sema/api"
 
 	"github.com/sema-agent/sema/lane/store"
 )
@@ -39,7 +40,7 @@ func CreateAPIKey(ctx context.Context, st store.Store, identityID string) (strin
 
 // IssueAPIKey mints a key, stores its digest and returns both sides.
 func IssueAPIKey(ctx context.Context, st store.Store, identityID string) (store.APIKey, string, error) {
-	key := NewSecret("sema_")
+	key := NewSecret(api.APIKeyPrefix)
 	k, err := st.CreateAPIKey(ctx, identityID, store.DigestOf(key))
 	if err != nil {
 		return k, "", fmt.Errorf("lane: create api key: %w", err)

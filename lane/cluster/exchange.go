@@ -163,7 +163,7 @@ func (f *Forwarder) exchange(w http.ResponseWriter, r *http.Request, base *url.U
 		out.Header.Del(h)
 	}
 	out.Host = base.Host
-	f.hop.Sign(out, clientAddr)
+	f.hop.Sign(out, clientAddr, body)
 
 	c, err := f.conns.get(ctx, base)
 	if err != nil {

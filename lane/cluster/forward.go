@@ -123,7 +123,7 @@ func (f *Forwarder) Forward(w http.ResponseWriter, r *http.Request, base *url.UR
 			// The front replica answered "100 Continue" when it read the
 			// body; the holder must not be waited for again.
 			p.Out.Header.Del("Expect")
-			f.hop.Sign(p.Out, clientAddr)
+			f.hop.Sign(p.Out, clientAddr, nil) // sent as it arrives
 		},
 		Transport:     f.transport,
 		FlushInterval: -1,
@@ -185,7 +185,7 @@ func (f *Forwarder) Send(ctx context.Context, base, method, path, authorization,
 		return 0, err
 	}
 	req.Header.Set("Authorization", authorization)
-	f.hop.Sign(req, clientAddr)
+	f.hop.Sign(req, clientAddr, []byte{})
 	resp, err := f.transport.RoundTrip(req)
 	if err != nil {
 		return 0, err
@@ -204,7 +204,7 @@ func (f *Forwarder) Ask(ctx context.Context, base, path string, body []byte, lim
 		return nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
-	f.hop.Sign(req, "")
+	f.hop.Sign(req, "", body)
 	resp, err := f.transport.RoundTrip(req)
 	if err != nil {
 		return nil, err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strings"
 
 	"github.com/sema-agent/sema/lane/cluster"
 )
@@ -27,6 +28,9 @@ func (s *API) verifyHop(r *http.Request) (*http.Request, *apiError) {
 	if !cluster.IsHop(r) {
 		return r, nil
 	}
+	if _, done := r.Context().Value(hopVerifiedKey{}).(bool); done {
+		return r, nil
+	}
 	if s.hop == nil {
 		return r, errorf(http.StatusForbidden, api.CodeForbidden, "this lane is not a replica of a cluster; a forwarded request is refused")
 	}
@@ -34,12 +38,21 @@ func (s *API) verifyHop(r *http.Request) (*http.Request, *apiError) {
 	if err != nil {
 		return r, errorf(http.StatusForbidden, api.CodeForbidden, "the forwarded request is not valid: %v", err)
 	}
+	// The sender must be a replica the registry lists as live, not merely
+	// one that holds the cluster secret.
+	if rep, ok, err := s.peers.Lookup(r.Context(), fwd.From); err != nil || !ok || !rep.Live {
+		return r, errorf(http.StatusForbidden, api.CodeForbidden, "the forwarded request names a sender that is not a live replica of this registry")
+	}
+	r = r.WithContext(context.WithValue(r.Context(), hopVerifiedKey{}, true))
 	if fwd.ClientAddr != "" {
-		r = r.WithContext(r.Context())
 		r.RemoteAddr = fwd.ClientAddr
 	}
 	return r, nil
 }
+
+// hopVerifiedKey marks a request whose hop was verified: a hop is verified
+// once (its nonce is spent by the first verification).
+type hopVerifiedKey struct{}
 
 // routed serves a device's endpoint here, or forwards it to the replica
 // holding the device's connection. The holder authenticates the caller
@@ -55,6 +68,10 @@ func (s *API) routed(h http.HandlerFunc) http.HandlerFunc {
 			h(w, r)
 		case cluster.IsHop(r):
 			s.serveHop(h, w, r)
+		case !plausibleAPIKey(r):
+			// Not even the shape of a key: refused here, with no registry
+			// read and nothing forwarded (authenticated answers the 403).
+			h(w, r)
 		case s.core.Presence(r.PathValue("id")).Online:
 			h(w, r)
 		default:
@@ -68,13 +85,25 @@ func (s *API) routed(h http.HandlerFunc) http.HandlerFunc {
 // is not here: nothing is dispatched, so the sender may route it again. A
 // hop that does not verify is refused by authenticated (403).
 func (s *API) serveHop(h http.HandlerFunc, w http.ResponseWriter, r *http.Request) {
-	if _, err := s.hop.Verify(r); err == nil && !s.core.Presence(r.PathValue("id")).Online {
+	r, aerr := s.verifyHop(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	if !s.core.Presence(r.PathValue("id")).Online {
 		w.Header().Set(cluster.HeaderMisdirected, "1")
 		writeError(w, errorf(http.StatusMisdirectedRequest, api.CodeUnavailable,
 			"this lane replica does not hold the device's connection; nothing was dispatched"))
 		return
 	}
 	h(w, r)
+}
+
+// plausibleAPIKey reports whether the request's credential has the shape
+// of an API key (its prefix and length), without asking the registry.
+func plausibleAPIKey(r *http.Request) bool {
+	key, ok := bearer(r)
+	return ok && strings.HasPrefix(key, api.APIKeyPrefix) && len(key) == len(api.APIKeyPrefix)+43
 }
 
 // replayLimit is the largest request body read whole before it is

@@ -145,6 +145,11 @@ func (s *API) authenticated(h http.HandlerFunc) http.HandlerFunc {
 			writeError(w, errorf(http.StatusForbidden, api.CodeForbidden, "a verified identity is required: send Authorization: Bearer <api key>"))
 			return
 		}
+		if !plausibleAPIKey(r) {
+			// Not the shape of a key: refused without asking the registry.
+			writeError(w, errorf(http.StatusForbidden, api.CodeForbidden, "the API key is not valid"))
+			return
+		}
 		idn, err := s.store.IdentityByAPIKey(r.Context(), store.DigestOf(key))
 		switch {
 		case errors.Is(err, store.ErrNotFound):
