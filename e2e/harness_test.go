@@ -132,8 +132,11 @@ func newEnv(t *testing.T, mutate ...func(*lane.Config)) *env {
 		ws:       t.TempDir(),
 	}
 	e.laneCfg = lane.Config{
-		Store:             st,
-		Logger:            logger(t),
+		Store:  st,
+		Logger: logger(t),
+		// The restarts here write off what is in flight at once: the
+		// faults, not a deploy's grace, are under test.
+		DrainGrace:        -1,
 		HeartbeatInterval: heartbeat,
 		LeaseTTL:          5 * time.Second,
 		ReconnectGrace:    reconnectGrace,

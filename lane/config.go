@@ -94,6 +94,10 @@ type Config struct {
 	// rule against DNS rebinding). None by default: clients that are not
 	// browsers send no Origin.
 	MCPAllowedOrigins []string
+	// DrainGrace is how long work in flight may finish once Shutdown has
+	// begun (SIGTERM), before what is left is written off. Default 5 s;
+	// negative: none, what is in flight is written off at once.
+	DrainGrace time.Duration
 	// MaxAPIKeysPerIdentity bounds the keys one identity holds that are
 	// not revoked; one more is refused (409 naming the bound). Default 100.
 	MaxAPIKeysPerIdentity int
@@ -132,6 +136,7 @@ func DefaultConfig() Config {
 		MaxTimeout:         24 * time.Hour,
 
 		MaxAPIKeysPerIdentity: 100,
+		DrainGrace:            5 * time.Second,
 	}
 }
 
@@ -228,6 +233,9 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	if c.BodyIdleTimeout == 0 {
 		c.BodyIdleTimeout = def.BodyIdleTimeout
+	}
+	if c.DrainGrace == 0 {
+		c.DrainGrace = def.DrainGrace
 	}
 	if c.BodyMinRate == 0 {
 		c.BodyMinRate = def.BodyMinRate

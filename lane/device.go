@@ -82,6 +82,9 @@ func (s *Server) settle(d *deviceState, c *Call, state protocol.InstructionState
 	}
 	s.callsMu.Lock()
 	delete(s.calls, c.ID)
+	if len(s.calls) == 0 && s.drainWatch.Load() {
+		s.drainedOnce.Do(func() { close(s.drained) })
+	}
 	if committed {
 		s.memo.add(c.ID, d.id)
 	} else {

@@ -49,7 +49,9 @@ func newTestLane(t testing.TB, mutate ...func(*Config)) *testLane {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	cfg := Config{Store: st, Clock: clock.NewFake(time.Date(2026, 11, 30, 8, 0, 10, 0, time.UTC))}
+	// No drain grace: the tests' fake clock would never end it; a test of
+	// the grace sets one.
+	cfg := Config{Store: st, Clock: clock.NewFake(time.Date(2026, 11, 30, 8, 0, 10, 0, time.UTC)), DrainGrace: -1}
 	for _, m := range mutate {
 		m(&cfg)
 	}

@@ -289,7 +289,7 @@ func TestPresenceInDeviceList(t *testing.T) {
 func (l *wsLane) replica() *wsLane {
 	l.t.Helper()
 	clk := clock.NewFake(laneStart)
-	srv, err := New(Config{Store: l.store, Clock: clk, Logger: quietLogger()})
+	srv, err := New(Config{Store: l.store, Clock: clk, Logger: quietLogger(), DrainGrace: -1})
 	if err != nil {
 		l.t.Fatal(err)
 	}

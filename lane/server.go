@@ -35,11 +35,17 @@ type Server struct {
 	preAuth   int
 	preAuthBy map[string]int
 	draining  bool
-	releasing bool           // Shutdown's release of every lease has begun (leases.go)
-	handlers  sync.WaitGroup // one per WebSocket, and each goroutine of Go
-	callsMu   sync.Mutex     // guards calls, memo and neverStarted; taken after a device's lock, never before
-	calls     map[string]*Call
-	memo      *settledMemo
+	// drainWatch is set when Shutdown begins; drained is closed once no
+	// call is left after that (settle), so that Shutdown can let work in
+	// flight finish within Config.DrainGrace.
+	drainWatch  atomic.Bool
+	drained     chan struct{}
+	drainedOnce sync.Once
+	releasing   bool           // Shutdown's release of every lease has begun (leases.go)
+	handlers    sync.WaitGroup // one per WebSocket, and each goroutine of Go
+	callsMu     sync.Mutex     // guards calls, memo and neverStarted; taken after a device's lock, never before
+	calls       map[string]*Call
+	memo        *settledMemo
 	// neverStarted remembers the most recent calls settled before the
 	// commit. The device never saw them, so frames never consult it; it
 	// keeps POST /v1/instructions/{id}/cancel idempotent for them.
@@ -67,6 +73,7 @@ func New(cfg Config) (*Server, error) {
 		devices:      map[string]*deviceState{},
 		preAuthBy:    map[string]int{},
 		calls:        map[string]*Call{},
+		drained:      make(chan struct{}),
 		memo:         newSettledMemo(cfg.SettledMemo),
 		neverStarted: newSettledMemo(cfg.SettledMemo),
 	}

@@ -41,7 +41,7 @@ func preAuthFor(n int) func(*Config) {
 // registry and clock.
 func (l *wsLane) restarted(mutate ...func(*Config)) *wsLane {
 	l.t.Helper()
-	cfg := Config{Store: l.store, Clock: l.clk, Logger: quietLogger()}
+	cfg := Config{Store: l.store, Clock: l.clk, Logger: quietLogger(), DrainGrace: -1}
 	for _, m := range mutate {
 		m(&cfg)
 	}

@@ -111,23 +111,33 @@ func (s *Server) kick(deviceID string, reason protocol.ByeReason) {
 		s.drop(d, d.conn, reason)
 	}
 	d.stopGrace()
+	what := "the device was " + string(reason)
+	if reason == protocol.ByeDraining {
+		what = "this lane replica was shutting down" // the lane drained, not the device
+	}
 	s.settleAll(d,
-		laneFailure(protocol.ErrOutcomeUnknown, "the device was %s while the instruction was in flight; it may have run", reason),
-		laneFailure(protocol.ErrTargetUnavailable, "the device was %s", reason))
+		laneFailure(protocol.ErrOutcomeUnknown, "%s while the instruction was in flight; it may have run", what),
+		laneFailure(protocol.ErrTargetUnavailable, "%s", what))
 }
 
-// Shutdown drains the replica: new sockets get 503 and new hellos
-// helloReject draining; every connection gets bye draining; work in flight
-// settles outcome_unknown (R2: "a shutting-down replica settles its
-// in-flight work as outcome-unknown"); then every lease this replica holds
-// is released in one statement, also when ctx ran out first. With an
-// advertise URL, the replica's row is marked draining first and removed
-// last (replica.go). It returns when every connection has ended, or with
-// ctx's error.
+// Shutdown drains the replica, as a deploy expects: new sockets get 503,
+// new hellos helloReject draining and new instructions are refused (this
+// replica is shutting down); work in flight may finish for up to
+// Config.DrainGrace, its devices still connected; then every connection
+// gets bye draining and what is still in flight settles outcome_unknown,
+// saying it was the lane that shut down (R2: "a shutting-down replica
+// settles its in-flight work as outcome-unknown"); then every lease this
+// replica holds is released in one statement, also when ctx ran out first.
+// With an advertise URL, the replica's row is marked draining first and
+// removed last (replica.go). It returns when every connection has ended,
+// or with ctx's error.
 func (s *Server) Shutdown(ctx context.Context) error {
 	s.markReplicaDraining()
 	s.mu.Lock()
 	s.draining = true
+	s.mu.Unlock()
+	s.letWorkFinish(ctx)
+	s.mu.Lock()
 	devices := make([]string, 0, len(s.devices))
 	for id := range s.devices {
 		devices = append(devices, id)
@@ -156,4 +166,25 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	}
 	s.shutdownMu.Do(s.audits.close)
 	return err
+}
+
+// letWorkFinish waits, up to Config.DrainGrace or ctx's end, until no call
+// is in flight on this replica.
+func (s *Server) letWorkFinish(ctx context.Context) {
+	if s.cfg.DrainGrace < 0 {
+		return
+	}
+	s.drainWatch.Store(true)
+	s.callsMu.Lock()
+	if len(s.calls) == 0 {
+		s.drainedOnce.Do(func() { close(s.drained) })
+	}
+	s.callsMu.Unlock()
+	t := s.cfg.Clock.NewTimer(s.cfg.DrainGrace)
+	defer t.Stop()
+	select {
+	case <-s.drained:
+	case <-t.C():
+	case <-ctx.Done():
+	}
 }

@@ -31,7 +31,7 @@ func newTestLane(t testing.TB, mutate ...func(*lane.Config)) *testLane {
 	}
 	t.Cleanup(func() { st.Close() })
 	clk := clock.NewFake(time.Date(2026, 11, 30, 8, 0, 10, 0, time.UTC))
-	cfg := lane.Config{Store: st, Logger: slog.New(slog.DiscardHandler), Clock: clk}
+	cfg := lane.Config{Store: st, Logger: slog.New(slog.DiscardHandler), Clock: clk, DrainGrace: -1} // the fake clock would never end a grace
 	for _, m := range mutate {
 		m(&cfg)
 	}

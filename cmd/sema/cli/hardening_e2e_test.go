@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -236,5 +237,26 @@ func TestEnrollmentNeedsOnlyThePrintedLine(t *testing.T) {
 	waitFor(t, "the device online", func() bool { return s.online(t, id) })
 	if out, _, code := s.sema(t, nil, "run", "--device", id, "--", "echo enrolled"); code != 0 || out != "enrolled\n" {
 		t.Fatalf("run on the device: exit %d %q", code, out)
+	}
+}
+
+// SIGTERM drains as a deploy expects: a 2 s command in flight finishes
+// with its own result, a new one is refused as the lane shutting down, and
+// the server exits 0.
+func TestADrainLetsShortWorkFinish(t *testing.T) {
+	s := startServer(t, t.TempDir(), "--drain-grace", "10s")
+	_, id, _ := enrollAndServe(t, s, t.TempDir())
+	run := startProc(t, s.env(t), nil, "run", "--device", id, "--", "echo started; sleep 2; echo finished")
+	waitFor(t, "the command to start", func() bool { return strings.Contains(run.stdout.String(), "started") })
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	waitFor(t, "the lane to refuse new work", func() bool {
+		_, errOut, code := s.sema(t, nil, "run", "--device", id, "--", "true")
+		return code != 0 && strings.Contains(errOut, "shutting down")
+	})
+	if code := run.wait(t); code != 0 || !strings.Contains(run.stdout.String(), "finished") {
+		t.Fatalf("the command in flight: exit %d, %q %s", code, run.stdout, run.stderr)
+	}
+	if code := s.wait(t); code != 0 {
+		t.Fatalf("sema server after SIGTERM: exit %d\n%s", code, s.stderr)
 	}
 }

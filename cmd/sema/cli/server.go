@@ -101,6 +101,7 @@ func newServerCmd() *cobra.Command {
 	fl.DurationVar(&cfg.BodyIdleTimeout, "body-idle-timeout", def.BodyIdleTimeout, "a request body that stops arriving this long is dropped (408) and what it held freed")
 	fl.Int64Var(&cfg.BodyMinRate, "body-min-rate", def.BodyMinRate, "the slowest a request body may arrive on average, bytes per second, after the first --body-idle-timeout")
 	fl.DurationVar(&cfg.MaxTimeout, "max-timeout", def.MaxTimeout, "the longest timeoutMs an instruction may carry; a longer one is 400")
+	fl.DurationVar(&cfg.DrainGrace, "drain-grace", def.DrainGrace, "on SIGTERM, how long work in flight may finish before it is written off (within --shutdown-timeout)")
 	fl.IntVar(&cfg.MaxAPIKeysPerIdentity, "max-api-keys-per-identity", def.MaxAPIKeysPerIdentity, "API keys one identity may hold (not revoked); one more is 409")
 	fl.StringArrayVar(&cfg.MCPAllowedOrigins, "mcp-allowed-origin", nil, "a browser origin (scheme://host[:port]) /v1/mcp answers (repeatable); a request with any other Origin is 403")
 	fl.DurationVar(&f.httpLimits.IdleTimeout, "http-idle-timeout", httpapi.DefaultIdleTimeout, "a keep-alive HTTP connection idle this long is closed")
