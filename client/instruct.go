@@ -81,6 +81,11 @@ var ErrNotSent = errors.New("cancelled before it was sent")
 // default), so this is generous.
 const CancelWait = 30 * time.Second
 
+// DefaultCommandTimeout is the device's limit for a command whose caller
+// names none: the CLI's run and the MCP face's run_command. It fits real
+// work (a build, a test suite); a caller that wants less says so.
+const DefaultCommandTimeout = 10 * time.Minute
+
 // cancelPostTimeout bounds the cancel request itself.
 const cancelPostTimeout = 10 * time.Second
 

@@ -36,10 +36,12 @@ const (
 	ExitLocked     = 6 // another executor on this machine already serves this device
 )
 
-// ExitError carries an exit code out of a command.
+// ExitError carries an exit code out of a command. Quiet: Run prints
+// nothing (the remote command's own non-zero exit, which says enough).
 type ExitError struct {
-	Code int
-	Err  error
+	Code  int
+	Err   error
+	Quiet bool
 }
 
 func (e *ExitError) Error() string { return e.Err.Error() }
@@ -62,12 +64,14 @@ func Run(ctx context.Context, args []string) int {
 	if err == nil {
 		return ExitOK
 	}
-	// Error texts carry the lane's and the device's messages: escaped.
-	fmt.Fprintln(Stderr, "sema:", safetext.String(err.Error()))
 	var ee *ExitError
 	var ue usageError
+	if !errors.As(err, &ee) || !ee.Quiet {
+		// Error texts carry the lane's and the device's messages: escaped.
+		fmt.Fprintln(Stderr, "sema:", safetext.String(err.Error()))
+	}
 	switch {
-	case errors.As(err, &ee):
+	case ee != nil:
 		return ee.Code
 	case errors.As(err, &ue):
 		return ExitUsage

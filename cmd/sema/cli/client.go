@@ -49,19 +49,28 @@ func addClientFlags(c *cobra.Command, f *clientFlags) {
 }
 
 // addServerFlag is --server, the lane's base URL, as every command that
-// talks to the lane takes it.
+// talks to the lane takes it. Its default is said once, in words: the
+// flag itself defaults to "" (see serverURL).
 func addServerFlag(c *cobra.Command, server *string) {
-	def := os.Getenv(EnvServer)
-	if def == "" {
-		def = DefaultServer
+	c.Flags().StringVar(server, "server", "", "the lane's base URL (default $"+EnvServer+", else "+DefaultServer+")")
+}
+
+// serverURL is the lane's URL: --server, else $SEMA_SERVER, else the
+// default.
+func serverURL(flag string) string {
+	for _, s := range []string{flag, os.Getenv(EnvServer)} {
+		if s != "" {
+			return s
+		}
 	}
-	c.Flags().StringVar(server, "server", def, "the lane's base URL (default $"+EnvServer+", else "+DefaultServer+")")
+	return DefaultServer
 }
 
 // client returns the lane's client for the flags and the user's API key.
 func (f clientFlags) client() (*client.Client, error) {
-	if !strings.HasPrefix(f.server, "http://") && !strings.HasPrefix(f.server, "https://") {
-		return nil, usageError{fmt.Errorf("--server %q: want an http:// or https:// URL", f.server)}
+	server := serverURL(f.server)
+	if !strings.HasPrefix(server, "http://") && !strings.HasPrefix(server, "https://") {
+		return nil, usageError{fmt.Errorf("--server %q: want an http:// or https:// URL", server)}
 	}
 	key := os.Getenv(EnvAPIKey)
 	if f.keyFile != "" {
@@ -74,7 +83,7 @@ func (f clientFlags) client() (*client.Client, error) {
 	if key == "" {
 		return nil, usageError{fmt.Errorf("no API key: set $%s, or pass --admin-key-file <data>/admin.key on the server's machine", EnvAPIKey)}
 	}
-	lc, err := client.New(f.server, key)
+	lc, err := client.New(server, key)
 	if err != nil {
 		return nil, usageError{err}
 	}

@@ -66,7 +66,7 @@ func runEnroll(c *cobra.Command, f enrollFlags) error {
 		return err
 	}
 	rec, err := device.Enroll(c.Context(), device.EnrollOptions{
-		Server: f.server, Token: token, APIKey: os.Getenv(EnvAPIKey),
+		Server: serverURL(f.server), Token: token, APIKey: os.Getenv(EnvAPIKey),
 		WorkspaceRoot: f.workspace, DisplayName: f.name, StateDir: dir,
 		UnreachableRetry: f.retryUnreachable, Logger: newLogger(false),
 	})

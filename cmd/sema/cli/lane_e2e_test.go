@@ -80,7 +80,7 @@ func TestLaneEndToEnd(t *testing.T) {
 	if code := p.wait(t); code != 7 {
 		t.Fatalf("run: exit %d, want 7: %s", code, combined.String())
 	}
-	if got, want := combined.String(), "one\ntwo\nthree\nsema: command terminated with exit code 7\n"; got != want {
+	if got, want := combined.String(), "one\ntwo\nthree\n"; got != want {
 		t.Errorf("run wrote %q, want %q", got, want)
 	}
 

@@ -84,7 +84,7 @@ func failure(r client.Result, wantKind protocol.OutcomeKind) error {
 	}
 	switch o.ErrorCode {
 	case protocol.ErrTimeout:
-		return fail(ExitTimeout, "%s: %s", o.ErrorCode, o.Message)
+		return fail(ExitTimeout, "%s: %s (--timeout raises the limit)", o.ErrorCode, o.Message)
 	case protocol.ErrAborted:
 		if r.Interrupted {
 			return fail(ExitCancelled, "%s: %s", o.ErrorCode, o.Message)

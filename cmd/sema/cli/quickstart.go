@@ -53,7 +53,7 @@ func newQuickstartCmd() *cobra.Command {
 	c.Flags().BoolVar(&f.noPrompt, "no-prompt", false, "run the demonstration and exit")
 	c.Flags().StringVar(&f.workspace, "workspace", ".", "the executor's workspace root")
 	c.Flags().StringVar(&f.listen, "listen", "127.0.0.1:0", "the lane server's address")
-	c.Flags().DurationVar(&f.timeout, "timeout", 5*time.Minute, "the time limit of each typed command")
+	c.Flags().DurationVar(&f.timeout, "timeout", client.DefaultCommandTimeout, "the time limit of each typed command")
 	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "show the lane's and the executor's logs")
 	return c
 }
@@ -261,7 +261,7 @@ func (q *quickstart) demonstrate() error {
 	command := `echo "hello from $(uname -sn)"; for i in 1 2 3; do echo "tick $i"; sleep 0.05; done; echo "(this line is stderr)" >&2`
 	err := q.step("execStream", func() (string, error) {
 		out := &prefixWriter{w: Stdout, prefix: "                 │ "}
-		_, err := execStream(q.c, q.api, q.dev.DeviceID, command, "", 30*time.Second, out, out, nil)
+		_, err := execStream(q.c, q.api, q.dev.DeviceID, execCommand(command, 30*time.Second), out, out, nil)
 		out.flush()
 		if err != nil {
 			return "", err
@@ -399,13 +399,13 @@ func (q *quickstart) prompt() error {
 			return nil
 		}
 		start := time.Now()
-		_, err := execStream(q.c, q.api, q.dev.DeviceID, line, "", q.f.timeout, Stdout, Stderr, newWaitNotice())
+		_, err := execStream(q.c, q.api, q.dev.DeviceID, execCommand(line, q.f.timeout), Stdout, Stderr, newWaitNotice())
 		ms := float64(time.Since(start).Microseconds()) / 1000
 		var ee *ExitError
 		switch {
 		case err == nil:
 			fmt.Fprintf(Stdout, "[exit 0 · %.1f ms]\n", ms)
-		case errors.As(err, &ee) && strings.HasPrefix(ee.Err.Error(), "command terminated"):
+		case errors.As(err, &ee) && ee.Quiet:
 			fmt.Fprintf(Stdout, "[exit %d · %.1f ms]\n", ee.Code, ms)
 		default:
 			fmt.Fprintf(Stdout, "[%s · %.1f ms]\n", safetext.String(err.Error()), ms)
