@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sema-agent/sema/internal/safetext"
+	semaversion "github.com/sema-agent/sema/internal/version"
 )
 
 // Where the CLI writes; tests replace them.
@@ -85,11 +86,13 @@ func newRoot() *cobra.Command {
 		Short:         "sema runs an AI agent's tools on this machine, for the device lane",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionLine(semaversion.Read()),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDeviceCmd(), newServerCmd(), newTokenCmd(), newDevicesCmd(), newRunCmd(), newFSCmd(), newQuickstartCmd(), newMCPCmd())
 	root.AddCommand(newNextingCmd())
-	root.AddCommand(newIdentityCmd(), newAPIKeyCmd())
+	root.AddCommand(newIdentityCmd(), newAPIKeyCmd(), newVersionCmd())
 	// `sema frobnicate` is usage (2), as a bad flag is: the root checks its
 	// own arguments (cobra's default check would make it exit 1), and
 	// every argument check of the tree answers with a usage error.
