@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"strings"
 
 	"github.com/sema-agent/sema/api"
@@ -39,11 +40,26 @@ func fsPut(fc fsCall, args []string) error {
 	if err != nil {
 		return nothingSent(fmt.Errorf("reading %s: %w", args[0], err))
 	}
-	prog := newProgress("put", size)
-	res, err := upload(fc.c.Context(), fc.lc, fc.dev.DeviceID, api.UploadRequest{
-		Path: remotePath(fc.dev, args[1]), TimeoutMs: fc.transferTimeout(size).Milliseconds(),
-	}, prog.reader(src), size, sum, client.Sink{})
-	prog.done()
+	dst := remotePath(fc.dev, args[1])
+	send := func() (client.Result, error) {
+		prog := newProgress("put", size)
+		defer prog.done()
+		return upload(fc.c.Context(), fc.lc, fc.dev.DeviceID, api.UploadRequest{
+			Path: dst, TimeoutMs: fc.transferTimeout(size).Milliseconds(),
+		}, prog.reader(src), size, sum, client.Sink{})
+	}
+	res, err := send()
+	if parents, _ := fc.c.Flags().GetBool("parents"); parents && err == nil && res.Outcome.ErrorCode == protocol.ErrNotFound {
+		// The directory is missing (the write never began): make it and
+		// send the file once more.
+		if err = fc.mkdirAll(path.Dir(dst)); err != nil {
+			return err
+		}
+		if _, err = src.Seek(0, io.SeekStart); err != nil {
+			return nothingSent(err)
+		}
+		res, err = send()
+	}
 	if err == nil {
 		err = failure(res, protocol.OutcomeWrite)
 	}
@@ -61,6 +77,13 @@ func fsPut(fc fsCall, args []string) error {
 		return fc.setExecBits(o.CanonicalPath, mode)
 	}
 	return nil
+}
+
+// mkdirAll creates the directory dir on the device with its parents.
+func (fc fsCall) mkdirAll(dir string) error {
+	parents := true
+	_, err := fc.run(protocol.KindCreateDir, protocol.DirArgs{Path: dir, Recursive: &parents}, nil, protocol.OutcomeVoid, nil)
+	return err
 }
 
 // openLocal opens what put sends: a regular file, or standard input ("-")

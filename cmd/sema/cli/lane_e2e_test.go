@@ -114,7 +114,7 @@ func TestLaneEndToEnd(t *testing.T) {
 	if code != 0 || out != string(content) {
 		t.Fatalf("cat: exit %d, %d bytes: %s", code, len(out), errOut)
 	}
-	out, _, code = s.sema(t, nil, "fs", "ls", "sub/dir")
+	out, _, code = s.sema(t, nil, "fs", "ls", "-l", "sub/dir")
 	if code != 0 || !strings.Contains(out, "file") || !strings.Contains(out, strconv.Itoa(len(content))) || !strings.Contains(out, "blob.bin") {
 		t.Fatalf("ls: exit %d: %s", code, out)
 	}
