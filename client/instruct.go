@@ -23,6 +23,9 @@ type Sink struct {
 	// valid during the call only. An error stops following the stream,
 	// which cancels the instruction (its fate is then unknown).
 	Chunk func(kind protocol.ChunkKind, data []byte) error
+	// Line: each line of the stream as the lane sent it (NDJSON, with its
+	// newline), before the event is handled; valid during the call only.
+	Line func(line []byte)
 	// Cancelling: ctx ended, so the cancel is being posted and the outcome
 	// awaited (at most CancelWait). Called at most once, from another
 	// goroutine than Accepted and Chunk.
@@ -168,6 +171,9 @@ func follow(r io.Reader, sink Sink, w *watcher) (Result, error) {
 			return res, broken("the lane's stream ended before the outcome (%v)", io.ErrUnexpectedEOF)
 		case err != nil:
 			return res, broken("the lane's stream ended before the outcome (%v)", err)
+		}
+		if sink.Line != nil {
+			sink.Line(er.Line())
 		}
 		if !accepted && ev.Event != api.EventAccepted {
 			return res, broken("the lane's stream did not begin with its accepted event")

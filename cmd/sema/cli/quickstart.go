@@ -261,7 +261,7 @@ func (q *quickstart) demonstrate() error {
 	command := `echo "hello from $(uname -sn)"; for i in 1 2 3; do echo "tick $i"; sleep 0.05; done; echo "(this line is stderr)" >&2`
 	err := q.step("execStream", func() (string, error) {
 		out := &prefixWriter{w: Stdout, prefix: "                 │ "}
-		_, err := execStream(q.c, q.api, q.dev.DeviceID, execCommand(command, 30*time.Second), out, out, nil)
+		_, err := execStream(q.c, q.api, q.dev.DeviceID, execCommand(command, 30*time.Second), execOutput{stdout: out, stderr: out})
 		out.flush()
 		if err != nil {
 			return "", err
@@ -399,7 +399,7 @@ func (q *quickstart) prompt() error {
 			return nil
 		}
 		start := time.Now()
-		_, err := execStream(q.c, q.api, q.dev.DeviceID, execCommand(line, q.f.timeout), Stdout, Stderr, newWaitNotice())
+		_, err := execStream(q.c, q.api, q.dev.DeviceID, execCommand(line, q.f.timeout), execOutput{stdout: Stdout, stderr: Stderr, notice: newWaitNotice()})
 		ms := float64(time.Since(start).Microseconds()) / 1000
 		var ee *ExitError
 		switch {

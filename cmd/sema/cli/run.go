@@ -22,6 +22,7 @@ type runFlags struct {
 	env     []string
 	noStdin bool
 	verbose bool
+	json    bool
 }
 
 func newRunCmd() *cobra.Command {
@@ -69,6 +70,7 @@ func newRunCmd() *cobra.Command {
 	c.Flags().StringArrayVar(&f.env, "env", nil, "set the variable K to V in the command's environment (K=V, repeatable)")
 	c.Flags().BoolVarP(&f.noStdin, "no-stdin", "n", false, "do not read stdin (the command's stdin is /dev/null)")
 	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "say it on stderr when the command exits non-zero")
+	c.Flags().BoolVar(&f.json, "json", false, "print the lane's NDJSON events (accepted, chunks, outcome) as they come, instead of the output")
 	return c
 }
 
@@ -121,7 +123,11 @@ func runRun(c *cobra.Command, f runFlags, args []string) error {
 	in := api.InstructionRequest{
 		Kind: protocol.KindExecStream, Args: protocol.CommandArgs{Command: command}, Cwd: cwd, ShellEnv: env, TimeoutMs: f.timeout.Milliseconds(),
 	}
-	_, err = execStream(c, lc, dev.DeviceID, in, Stdout, Stderr, newWaitNotice())
+	var events io.Writer
+	if f.json {
+		events = Stdout
+	}
+	_, err = execStream(c, lc, dev.DeviceID, in, execOutput{stdout: Stdout, stderr: Stderr, events: events, notice: newWaitNotice()})
 	var ee *ExitError
 	if f.verbose && errors.As(err, &ee) {
 		ee.Quiet = false
@@ -135,25 +141,38 @@ func execCommand(command string, timeout time.Duration) api.InstructionRequest {
 	return api.InstructionRequest{Kind: protocol.KindExecStream, Args: protocol.CommandArgs{Command: command}, TimeoutMs: timeout.Milliseconds()}
 }
 
+// execOutput is where execStream writes: the command's stdout and stderr,
+// or, when events is not nil, the lane's event lines instead. notice, when
+// not nil, tells the terminal why it is silent.
+type execOutput struct {
+	stdout, stderr, events io.Writer
+	notice                 *waitNotice
+}
+
 // execStream runs one execStream instruction through the lane, copying its
-// output to stdout and stderr as it comes; the error carries the exit code
-// (nil for exit 0), and is Quiet when that code is the command's own.
-// notice, when not nil, tells the terminal why it is silent.
-func execStream(c *cobra.Command, lc *client.Client, deviceID string, in api.InstructionRequest, stdout, stderr io.Writer, notice *waitNotice) (client.Result, error) {
+// output as it comes; the error carries the exit code (nil for exit 0),
+// and is Quiet when that code is the command's own.
+func execStream(c *cobra.Command, lc *client.Client, deviceID string, in api.InstructionRequest, out execOutput) (client.Result, error) {
+	notice, stderr := out.notice, out.stderr
 	defer notice.end()
-	res, err := instruct(c.Context(), lc, deviceID, in, client.Sink{
+	sink := client.Sink{
 		Accepted:   notice.accepted,
 		Cancelling: notice.cancelling,
 		Chunk: func(kind protocol.ChunkKind, data []byte) error {
 			notice.beforeOutput()
-			w := stdout
+			w := out.stdout
 			if kind == protocol.ChunkStderr {
 				w = stderr
 			}
 			w.Write(data) // a closed terminal must not stop the stream: the outcome still matters
 			return nil
 		},
-	})
+	}
+	if out.events != nil {
+		sink.Chunk = func(protocol.ChunkKind, []byte) error { notice.beforeOutput(); return nil }
+		sink.Line = func(line []byte) { out.events.Write(line) }
+	}
+	res, err := instruct(c.Context(), lc, deviceID, in, sink)
 	notice.end()
 	if err != nil {
 		return res, err
