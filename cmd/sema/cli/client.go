@@ -90,8 +90,14 @@ func (f clientFlags) client() (*client.Client, error) {
 	return lc, nil
 }
 
-// pickDevice resolves the device of run and fs: --device, else
-// $SEMA_DEVICE, else the caller's only device that is not revoked.
+// addDeviceFlag is --device, as run and fs take it (see pickDevice).
+func addDeviceFlag(c *cobra.Command, device *string) {
+	c.Flags().StringVar(device, "device", "", "the device's id or name (default $"+EnvDevice+", else your only device)")
+}
+
+// pickDevice resolves the device of run and fs: --device (an id or a
+// name), else $SEMA_DEVICE, else the caller's only device that is not
+// revoked. A name several devices have is usage: the error lists their ids.
 func pickDevice(ctx context.Context, lc *client.Client, id string) (api.Device, error) {
 	if id == "" {
 		id = os.Getenv(EnvDevice)
@@ -106,12 +112,14 @@ func pickDevice(ctx context.Context, lc *client.Client, id string) (api.Device, 
 		return d, err
 	}
 	switch {
+	case len(choose.Ambiguous) > 0:
+		return api.Device{}, usageError{choose}
 	case choose.Wanted != "":
 		return api.Device{}, &ExitError{Code: ExitNeverStarted, Err: fmt.Errorf("you have no device %q (see `sema devices`)", id)}
 	case choose.Live == 0:
 		return api.Device{}, &ExitError{Code: ExitNeverStarted, Err: errors.New("you have no enrolled device: run `sema token` and enroll one")}
 	}
-	return api.Device{}, usageError{fmt.Errorf("you have %d devices: pass --device ID (see `sema devices`)", choose.Live)}
+	return api.Device{}, usageError{fmt.Errorf("you have %d devices: pass --device ID or NAME (see `sema devices`)", choose.Live)}
 }
 
 // remotePath makes p absolute on the device (client.DevicePath).

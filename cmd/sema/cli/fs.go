@@ -138,7 +138,7 @@ func fsVerb(use, short string, minArgs, maxArgs int, flags func(*cobra.Command),
 		},
 	}
 	addClientFlags(c, &f.client)
-	c.Flags().StringVar(&f.device, "device", "", "the device id (default $"+EnvDevice+", else your only device)")
+	addDeviceFlag(c, &f.device)
 	c.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "the device gives up after this (put and get: this plus 1s per MiB of the file, unless given)")
 	if flags != nil {
 		flags(c)

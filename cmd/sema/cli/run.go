@@ -64,7 +64,7 @@ func newRunCmd() *cobra.Command {
 	// Flags end at the command's first word, as ssh's do.
 	c.Flags().SetInterspersed(false)
 	addClientFlags(c, &f.client)
-	c.Flags().StringVar(&f.device, "device", "", "the device id (default $"+EnvDevice+", else your only device)")
+	addDeviceFlag(c, &f.device)
 	c.Flags().DurationVar(&f.timeout, "timeout", client.DefaultCommandTimeout, "the device kills the command after this")
 	c.Flags().StringVar(&f.cwd, "cwd", "", "the working directory on the device (default its workspace root)")
 	c.Flags().StringArrayVar(&f.env, "env", nil, "set the variable K to V in the command's environment (K=V, repeatable)")
