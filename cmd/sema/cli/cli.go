@@ -93,6 +93,7 @@ func newRoot() *cobra.Command {
 	root.AddCommand(newDeviceCmd(), newServerCmd(), newTokenCmd(), newDevicesCmd(), newRunCmd(), newFSCmd(), newQuickstartCmd(), newMCPCmd())
 	root.AddCommand(newNextingCmd())
 	root.AddCommand(newIdentityCmd(), newAPIKeyCmd(), newVersionCmd())
+	root.AddCommand(newLoginCmd(), newLogoutCmd(), newWhoamiCmd())
 	// `sema frobnicate` is usage (2), as a bad flag is: the root checks its
 	// own arguments (cobra's default check would make it exit 1), and
 	// every argument check of the tree answers with a usage error.
@@ -146,4 +147,12 @@ func newLogger(verbose bool) *slog.Logger {
 		level = slog.LevelDebug
 	}
 	return slog.New(slog.NewTextHandler(Stderr, &slog.HandlerOptions{Level: level}))
+}
+
+// plural is n and the noun's form for n: "1 device", "2 devices".
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return fmt.Sprintf("%d %s", n, one)
+	}
+	return fmt.Sprintf("%d %s", n, many)
 }

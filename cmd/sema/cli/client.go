@@ -52,36 +52,28 @@ func addClientFlags(c *cobra.Command, f *clientFlags) {
 // talks to the lane takes it. Its default is said once, in words: the
 // flag itself defaults to "" (see serverURL).
 func addServerFlag(c *cobra.Command, server *string) {
-	c.Flags().StringVar(server, "server", "", "the lane's base URL (default $"+EnvServer+", else "+DefaultServer+")")
+	c.Flags().StringVar(server, "server", "", "the lane's base URL (default $"+EnvServer+", else the saved login's, else "+DefaultServer+")")
 }
 
-// serverURL is the lane's URL: --server, else $SEMA_SERVER, else the
-// default.
+// serverURL is the lane's URL for a command that has no API key to send:
+// --server, else $SEMA_SERVER, else the saved login's, else the default.
 func serverURL(flag string) string {
-	for _, s := range []string{flag, os.Getenv(EnvServer)} {
-		if s != "" {
-			return s
-		}
-	}
-	return DefaultServer
+	server, _, _, _ := credentials(flag, "")
+	return server
 }
 
-// client returns the lane's client for the flags and the user's API key.
+// client returns the lane's client for the flags and the user's API key
+// (see credentials).
 func (f clientFlags) client() (*client.Client, error) {
-	server := serverURL(f.server)
+	server, key, _, err := credentials(f.server, f.keyFile)
+	if err != nil {
+		return nil, err
+	}
 	if !strings.HasPrefix(server, "http://") && !strings.HasPrefix(server, "https://") {
 		return nil, usageError{fmt.Errorf("--server %q: want an http:// or https:// URL", server)}
 	}
-	key := os.Getenv(EnvAPIKey)
-	if f.keyFile != "" {
-		b, err := os.ReadFile(f.keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading the API key: %w", err)
-		}
-		key = strings.TrimSpace(string(b))
-	}
 	if key == "" {
-		return nil, usageError{fmt.Errorf("no API key: set $%s, or pass --admin-key-file <data>/admin.key on the server's machine", EnvAPIKey)}
+		return nil, usageError{fmt.Errorf("no API key: run sema login, set $%s, or pass --admin-key-file <data>/admin.key on the server's machine", EnvAPIKey)}
 	}
 	lc, err := client.New(server, key)
 	if err != nil {

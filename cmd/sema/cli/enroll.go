@@ -70,8 +70,12 @@ func runEnroll(c *cobra.Command, f enrollFlags) error {
 	if err != nil {
 		return err
 	}
+	server, key, _, err := credentials(f.server, "")
+	if err != nil {
+		return err
+	}
 	rec, err := device.Enroll(c.Context(), device.EnrollOptions{
-		Server: serverURL(f.server), Token: token, APIKey: os.Getenv(EnvAPIKey),
+		Server: server, Token: token, APIKey: key,
 		WorkspaceRoot: f.workspace, DisplayName: name, StateDir: dir,
 		UnreachableRetry: f.retryUnreachable, Logger: newLogger(false),
 	})
