@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/internal/words"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -54,7 +55,7 @@ func (e *ChooseError) Error() string {
 	case e.Live == 0:
 		return "you have no enrolled device"
 	}
-	return fmt.Sprintf("you have %d devices: name one", e.Live)
+	return fmt.Sprintf("you have %s: name one", words.Count(e.Live, "device", "devices"))
 }
 
 // ChooseDevice picks from an identity's devices the one with the id want,

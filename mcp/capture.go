@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sema-agent/sema/internal/words"
 )
 
 // capture keeps a stream's output within a cap without hiding the cut: the
@@ -59,7 +61,7 @@ func (c *capture) text(stream string) string {
 	left := c.total - int64(len(head)) - int64(len(tail))
 	var b strings.Builder
 	b.WriteString(validUTF8(string(head)))
-	fmt.Fprintf(&b, "\n[… %d bytes of %s left out: %d in all …]\n", left, stream, c.total)
+	fmt.Fprintf(&b, "\n[… %s of %s left out: %d in all …]\n", words.Bytes(left), stream, c.total)
 	b.WriteString(validUTF8(string(tail)))
 	return b.String()
 }

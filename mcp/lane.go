@@ -9,6 +9,7 @@ import (
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/client"
+	"github.com/sema-agent/sema/internal/words"
 )
 
 // Lane is what the tools need of the lane: the caller's devices, and one
@@ -78,7 +79,7 @@ func chooseHint(e *client.ChooseError) string {
 	case e.Live == 0:
 		return "you have no enrolled device: enroll one (`sema token` prints the line that does it)"
 	}
-	return fmt.Sprintf("you have %d devices: name one (`sema mcp --device ID`, or ?device=ID on /v1/mcp; the list_devices tool lists them)", e.Live)
+	return fmt.Sprintf("you have %s: name one (`sema mcp --device ID`, or ?device=ID on /v1/mcp; the list_devices tool lists them)", words.Count(e.Live, "device", "devices"))
 }
 
 // devicePath makes p absolute on the device: the lane takes absolute,

@@ -148,11 +148,3 @@ func newLogger(verbose bool) *slog.Logger {
 	}
 	return slog.New(slog.NewTextHandler(Stderr, &slog.HandlerOptions{Level: level}))
 }
-
-// plural is n and the noun's form for n: "1 device", "2 devices".
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return fmt.Sprintf("%d %s", n, one)
-	}
-	return fmt.Sprintf("%d %s", n, many)
-}

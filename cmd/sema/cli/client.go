@@ -11,6 +11,7 @@ import (
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/client"
+	"github.com/sema-agent/sema/internal/words"
 )
 
 // This file is what every user command shares to reach the lane: the
@@ -111,7 +112,7 @@ func pickDevice(ctx context.Context, lc *client.Client, id string) (api.Device, 
 	case choose.Live == 0:
 		return api.Device{}, &ExitError{Code: ExitNeverStarted, Err: errors.New("you have no enrolled device: run `sema token` and enroll one")}
 	}
-	return api.Device{}, usageError{fmt.Errorf("you have %d devices: pass --device ID or NAME (see `sema devices`)", choose.Live)}
+	return api.Device{}, usageError{fmt.Errorf("you have %s: pass --device ID or NAME (see `sema devices`)", words.Count(choose.Live, "device", "devices"))}
 }
 
 // remotePath makes p absolute on the device (client.DevicePath).

@@ -13,6 +13,7 @@ import (
 	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/b64"
 	"github.com/sema-agent/sema/internal/safetext"
+	"github.com/sema-agent/sema/internal/words"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -243,7 +244,7 @@ func eachPath(paths []string, do func(p string) error) error {
 		fmt.Fprintln(Stderr, "sema:", safetext.String(err.Error()))
 	}
 	if refused > 0 {
-		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("the device refused %d of %d paths", refused, len(paths)), Quiet: true}
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("the device refused %d of %s", refused, words.Count(len(paths), "path", "paths")), Quiet: true}
 	}
 	return nil
 }

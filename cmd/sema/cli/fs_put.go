@@ -12,6 +12,7 @@ import (
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/safetext"
+	"github.com/sema-agent/sema/internal/words"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -72,7 +73,7 @@ func fsPut(fc fsCall, args []string) error {
 	if created {
 		verb = "created"
 	}
-	fmt.Fprintf(Stdout, "%s %s (%d bytes)\n", verb, safetext.String(o.CanonicalPath), size)
+	fmt.Fprintf(Stdout, "%s %s (%s)\n", verb, safetext.String(o.CanonicalPath), words.Bytes(size))
 	if created && mode&0o111 != 0 {
 		return fc.setExecBits(o.CanonicalPath, mode)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/atomicfile"
 	"github.com/sema-agent/sema/internal/safetext"
+	"github.com/sema-agent/sema/internal/words"
 )
 
 // The saved login: a lane's URL and an API key, in the user's config dir
@@ -273,6 +274,6 @@ func runWhoami(c *cobra.Command, f whoamiFlags) error {
 		who = fmt.Sprintf("%q, the admin identity", safetext.String(w.Identity))
 	}
 	fmt.Fprintf(Stdout, "%s as %s (key from %s): %s, %s\n", safetext.String(w.Server), who, safetext.String(w.KeyFrom),
-		plural(w.APIKeys, "API key", "API keys"), plural(w.Devices, "device", "devices"))
+		words.Count(w.APIKeys, "API key", "API keys"), words.Count(w.Devices, "device", "devices"))
 	return nil
 }

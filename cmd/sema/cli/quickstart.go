@@ -23,6 +23,7 @@ import (
 	"github.com/sema-agent/sema/executor"
 	"github.com/sema-agent/sema/executor/sandbox"
 	"github.com/sema-agent/sema/internal/safetext"
+	"github.com/sema-agent/sema/internal/words"
 	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 	"github.com/sema-agent/sema/protocol"
@@ -292,7 +293,7 @@ func (q *quickstart) demonstrate() error {
 			if err != nil {
 				return "", err
 			}
-			return fmt.Sprintf("%d bytes, atomically; receipt: %s inode %s", len(content), o.CanonicalPath, o.Inode), nil
+			return fmt.Sprintf("%s, atomically; receipt: %s inode %s", words.Bytes(len(content)), o.CanonicalPath, o.Inode), nil
 		}},
 		{"readBinaryFile", func() (string, error) {
 			var got bytes.Buffer
@@ -306,7 +307,7 @@ func (q *quickstart) demonstrate() error {
 			if !bytes.Equal(got.Bytes(), content) {
 				return "", fmt.Errorf("read back %q, wrote %q", got.Bytes(), content)
 			}
-			return fmt.Sprintf("%d bytes, identical to what was written", got.Len()), nil
+			return fmt.Sprintf("%s, identical to what was written", words.Bytes(got.Len())), nil
 		}},
 		{"canonicalPath", func() (string, error) {
 			o, err := run(protocol.KindCanonicalPath, protocol.PathArgs{Path: file}, nil, protocol.OutcomeStat, nil)

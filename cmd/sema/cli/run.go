@@ -206,7 +206,7 @@ func execStream(c *cobra.Command, lc *client.Client, deviceID string, in api.Ins
 func refusedToStart(err error) error {
 	var ee *ExitError
 	if errors.As(err, &ee) && ee.Code == ExitFailure {
-		return &ExitError{Code: ExitNeverStarted, Err: fmt.Errorf("%w (it never started)", ee.Err)}
+		return &ExitError{Code: ExitNeverStarted, Err: fmt.Errorf("%w%s", ee.Err, neverStartedNote(ee.Err.Error()))}
 	}
 	return err
 }
