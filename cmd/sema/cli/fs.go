@@ -49,9 +49,12 @@ func newFSCmd() *cobra.Command {
 	}
 	c.AddCommand(
 		fsVerb("cat PATH", "Write a file's bytes to standard output as they come (readBinaryFile)", 1, 1, nil, fsCat),
-		fsVerb("get PATH [LOCAL|-]", getShort, 1, 2, nil, fsGet),
-		fsVerb("put [-p] LOCAL|- PATH", putShort, 2, 2, func(c *cobra.Command) {
+		fsVerb("get [-r] PATH [LOCAL|-]", getShort, 1, 2, func(c *cobra.Command) {
+			c.Flags().BoolP("recursive", "r", false, "copy a directory and everything in it, file by file")
+		}, fsGet),
+		fsVerb("put [-p] [-r] LOCAL|- PATH", putShort, 2, 2, func(c *cobra.Command) {
 			c.Flags().BoolP("parents", "p", false, "create PATH's missing parent directories")
+			c.Flags().BoolP("recursive", "r", false, "copy a directory and everything in it, file by file")
 		}, fsPut),
 		fsVerb("ls [-l] [--json] [PATH]", "List a directory, the workspace root by default (listDir)", 0, 1, func(c *cobra.Command) {
 			c.Flags().BoolP("long", "l", false, "show each entry's mode, kind, size and mtime")

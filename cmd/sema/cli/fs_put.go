@@ -32,16 +32,29 @@ const putShort = "Write a local file (or standard input) of any size to PATH on 
 // the write; a replaced file keeps its mode (the executor keeps it).
 
 func fsPut(fc fsCall, args []string) error {
+	if rec, _ := fc.c.Flags().GetBool("recursive"); rec && args[0] != "-" {
+		if fi, err := os.Stat(args[0]); err == nil && fi.IsDir() {
+			return fc.putTree(args[0], remotePath(fc.dev, args[1]))
+		}
+	}
 	src, mode, err := openLocal(args[0])
 	if err != nil {
 		return nothingSent(err)
 	}
 	defer src.Close()
+	parents, _ := fc.c.Flags().GetBool("parents")
+	_, err = fc.putFile(src, mode, args[0], remotePath(fc.dev, args[1]), parents)
+	return err
+}
+
+// putFile sends src (named name here, with mode) to dst on the device,
+// atomically and verified, says so on stdout, and returns its size. With
+// parents, a missing directory of dst is made first.
+func (fc fsCall) putFile(src *os.File, mode os.FileMode, name, dst string, parents bool) (int64, error) {
 	size, sum, err := digestOf(src)
 	if err != nil {
-		return nothingSent(fmt.Errorf("reading %s: %w", args[0], err))
+		return 0, nothingSent(fmt.Errorf("reading %s: %w", name, err))
 	}
-	dst := remotePath(fc.dev, args[1])
 	send := func() (client.Result, error) {
 		prog := newProgress("put", size)
 		defer prog.done()
@@ -50,14 +63,14 @@ func fsPut(fc fsCall, args []string) error {
 		}, prog.reader(src), size, sum, client.Sink{})
 	}
 	res, err := send()
-	if parents, _ := fc.c.Flags().GetBool("parents"); parents && err == nil && res.Outcome.ErrorCode == protocol.ErrNotFound {
+	if parents && err == nil && res.Outcome.ErrorCode == protocol.ErrNotFound {
 		// The directory is missing (the write never began): make it and
 		// send the file once more.
 		if err = fc.mkdirAll(path.Dir(dst)); err != nil {
-			return err
+			return 0, err
 		}
 		if _, err = src.Seek(0, io.SeekStart); err != nil {
-			return nothingSent(err)
+			return 0, nothingSent(err)
 		}
 		res, err = send()
 	}
@@ -65,7 +78,7 @@ func fsPut(fc fsCall, args []string) error {
 		err = failure(res, protocol.OutcomeWrite)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	o := res.Outcome
 	created := o.Created != nil && *o.Created
@@ -75,9 +88,9 @@ func fsPut(fc fsCall, args []string) error {
 	}
 	fmt.Fprintf(Stdout, "%s %s (%s)\n", verb, safetext.String(o.CanonicalPath), words.Bytes(size))
 	if created && mode&0o111 != 0 {
-		return fc.setExecBits(o.CanonicalPath, mode)
+		return size, fc.setExecBits(o.CanonicalPath, mode)
 	}
-	return nil
+	return size, nil
 }
 
 // mkdirAll creates the directory dir on the device with its parents.
