@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -127,7 +128,7 @@ func runRun(c *cobra.Command, f runFlags, args []string) error {
 	if f.json {
 		events = Stdout
 	}
-	_, err = execStream(c, lc, dev.DeviceID, in, execOutput{stdout: Stdout, stderr: Stderr, events: events, notice: newWaitNotice()})
+	_, err = execStream(c.Context(), lc, dev.DeviceID, in, execOutput{stdout: Stdout, stderr: Stderr, events: events, notice: newWaitNotice()})
 	var ee *ExitError
 	if f.verbose && errors.As(err, &ee) {
 		ee.Quiet = false
@@ -152,7 +153,7 @@ type execOutput struct {
 // execStream runs one execStream instruction through the lane, copying its
 // output as it comes; the error carries the exit code (nil for exit 0),
 // and is Quiet when that code is the command's own.
-func execStream(c *cobra.Command, lc *client.Client, deviceID string, in api.InstructionRequest, out execOutput) (client.Result, error) {
+func execStream(ctx context.Context, lc *client.Client, deviceID string, in api.InstructionRequest, out execOutput) (client.Result, error) {
 	notice, stderr := out.notice, out.stderr
 	defer notice.end()
 	sink := client.Sink{
@@ -172,7 +173,7 @@ func execStream(c *cobra.Command, lc *client.Client, deviceID string, in api.Ins
 		sink.Chunk = func(protocol.ChunkKind, []byte) error { notice.beforeOutput(); return nil }
 		sink.Line = func(line []byte) { out.events.Write(line) }
 	}
-	res, err := instruct(c.Context(), lc, deviceID, in, sink)
+	res, err := instruct(ctx, lc, deviceID, in, sink)
 	notice.end()
 	if err != nil {
 		return res, err
