@@ -49,6 +49,7 @@ const MaxEventLine = 8 << 20
 type EventReader struct {
 	br   *bufio.Reader
 	data []byte // the decoded bytes of the last fast chunk, reused
+	line []byte // the last line read
 }
 
 // NewEventReader reads events from r.
@@ -83,11 +84,16 @@ func (r *EventReader) Next() (Event, error) {
 	if err != nil {
 		return Event{}, err
 	}
+	r.line = line
 	if e, ok := r.fastChunk(line); ok {
 		return e, nil
 	}
 	return slowEvent(line)
 }
+
+// Line is the line of the last event Next returned, as the lane sent it
+// (with its newline); valid until the next call of Next.
+func (r *EventReader) Line() []byte { return r.line }
 
 // slowEvent reads any line with encoding/json.
 func slowEvent(line []byte) (Event, error) {

@@ -84,6 +84,25 @@ func TestEventReaderReadsTheLanesStream(t *testing.T) {
 	}
 }
 
+// Line is each event's line as the lane sent it, fast path or slow.
+func TestEventReaderLineIsTheLineAsSent(t *testing.T) {
+	lines := []string{
+		`{"event":"accepted","instructionId":"ins_1"}` + "\n",
+		chunkLine("stdout", 0, []byte("hi\n")),
+		`{"event":"chunk","kind":"exit","streamSeq":1,"exitCode":0}` + "\n",
+		`{"event":"outcome","outcome":{"ok":true,"kind":"exec","exitCode":0},"state":"terminal"}` + "\n",
+	}
+	er := NewEventReader(strings.NewReader(strings.Join(lines, "")))
+	for i, want := range lines {
+		if _, err := er.Next(); err != nil {
+			t.Fatalf("line %d: %v", i, err)
+		}
+		if got := string(er.Line()); got != want {
+			t.Errorf("line %d: %q, want %q", i, got, want)
+		}
+	}
+}
+
 // The fast path takes the lane's spelling and nothing else; a near miss
 // reads as encoding/json reads it, error or event.
 func TestEventReaderLeavesEveryDeviationToJSON(t *testing.T) {

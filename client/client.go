@@ -13,6 +13,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -80,7 +81,10 @@ func (e *Error) MayHaveRun() bool { return e.Code == api.CodeOutcomeUnknown }
 
 func (e *Error) Error() string {
 	if e.Code == "" {
-		return fmt.Sprintf("the lane answered %d %s", e.Status, e.Message)
+		// A body that is only a status line ("404 page not found") does
+		// not say its number twice.
+		msg := strings.TrimPrefix(e.Message, strconv.Itoa(e.Status)+" ")
+		return fmt.Sprintf("the lane answered %d: %s", e.Status, msg)
 	}
 	return e.Code + ": " + e.Message
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 
 	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/internal/words"
+	"github.com/sema-agent/sema/protocol"
 )
 
 // Revoke revokes a device for good (POST /v1/devices/{id}/revoke) and
@@ -35,39 +37,68 @@ func (c *Client) Cancel(ctx context.Context, instructionID string) error {
 	return c.call(ctx, http.MethodPost, "/v1/instructions/"+url.PathEscape(instructionID)+"/cancel", struct{}{}, &out)
 }
 
-// ChooseError is a device choice that cannot be made: no device named
-// Wanted, or (Wanted "") not exactly one live device.
+// ChooseError is a device choice that cannot be made: no device with the
+// id or the name Wanted, several with that name (Ambiguous: their ids), or
+// (Wanted "") not exactly one live device.
 type ChooseError struct {
-	Wanted string // the id asked for; "" when none was
-	Live   int    // how many devices are not revoked
+	Wanted    string   // the id or name asked for; "" when none was
+	Ambiguous []string // the ids of the devices named Wanted, when more than one is
+	Live      int      // how many devices are not revoked
 }
 
 func (e *ChooseError) Error() string {
 	switch {
+	case len(e.Ambiguous) > 0:
+		return fmt.Sprintf("%d of your devices are named %q: name one by its id (%s)", len(e.Ambiguous), e.Wanted, strings.Join(e.Ambiguous, ", "))
 	case e.Wanted != "":
 		return fmt.Sprintf("you have no device %q", e.Wanted)
 	case e.Live == 0:
 		return "you have no enrolled device"
 	}
-	return fmt.Sprintf("you have %d devices: name one", e.Live)
+	return fmt.Sprintf("you have %s: name one", words.Count(e.Live, "device", "devices"))
 }
 
-// ChooseDevice picks from an identity's devices the one with id, or, when id
-// is "", the only one that is not revoked; otherwise a *ChooseError.
-func ChooseDevice(devs []api.Device, id string) (api.Device, error) {
-	var live []api.Device
+// ChooseDevice picks from an identity's devices the one with the id want,
+// else the one whose name is want (a device that is not revoked first),
+// or, when want is "", the only one that is not revoked; otherwise a
+// *ChooseError.
+func ChooseDevice(devs []api.Device, want string) (api.Device, error) {
+	var live, named, liveNamed []api.Device
 	for _, d := range devs {
-		if id != "" && d.DeviceID == id {
+		if want != "" && d.DeviceID == want {
 			return d, nil
+		}
+		if want != "" && d.DisplayName == want {
+			named = append(named, d)
+			if !d.Revoked {
+				liveNamed = append(liveNamed, d)
+			}
 		}
 		if !d.Revoked {
 			live = append(live, d)
 		}
 	}
-	if id == "" && len(live) == 1 {
-		return live[0], nil
+	if len(liveNamed) > 0 {
+		named = liveNamed
 	}
-	return api.Device{}, &ChooseError{Wanted: id, Live: len(live)}
+	switch {
+	case want == "" && len(live) == 1:
+		return live[0], nil
+	case len(named) == 1:
+		return named[0], nil
+	}
+	e := &ChooseError{Wanted: want, Live: len(live)}
+	for _, d := range named {
+		e.Ambiguous = append(e.Ambiguous, d.DeviceID)
+	}
+	return api.Device{}, e
+}
+
+// IsDeviceID reports whether s is spelled as the lane's device ids are
+// (dev_ and a ULID): anything else names a device by its name.
+func IsDeviceID(s string) bool {
+	rest, ok := strings.CutPrefix(s, "dev_")
+	return ok && protocol.ValidULID(rest)
 }
 
 // DevicePath makes p absolute on the device: the lane takes absolute,

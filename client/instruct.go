@@ -23,6 +23,9 @@ type Sink struct {
 	// valid during the call only. An error stops following the stream,
 	// which cancels the instruction (its fate is then unknown).
 	Chunk func(kind protocol.ChunkKind, data []byte) error
+	// Line: each line of the stream as the lane sent it (NDJSON, with its
+	// newline), before the event is handled; valid during the call only.
+	Line func(line []byte)
 	// Cancelling: ctx ended, so the cancel is being posted and the outcome
 	// awaited (at most CancelWait). Called at most once, from another
 	// goroutine than Accepted and Chunk.
@@ -80,6 +83,11 @@ var ErrNotSent = errors.New("cancelled before it was sent")
 // settles a cancelled instruction within its cancel grace (10 s by
 // default), so this is generous.
 const CancelWait = 30 * time.Second
+
+// DefaultCommandTimeout is the device's limit for a command whose caller
+// names none: the CLI's run and the MCP face's run_command. It fits real
+// work (a build, a test suite); a caller that wants less says so.
+const DefaultCommandTimeout = 10 * time.Minute
 
 // cancelPostTimeout bounds the cancel request itself.
 const cancelPostTimeout = 10 * time.Second
@@ -163,6 +171,9 @@ func follow(r io.Reader, sink Sink, w *watcher) (Result, error) {
 			return res, broken("the lane's stream ended before the outcome (%v)", io.ErrUnexpectedEOF)
 		case err != nil:
 			return res, broken("the lane's stream ended before the outcome (%v)", err)
+		}
+		if sink.Line != nil {
+			sink.Line(er.Line())
 		}
 		if !accepted && ev.Event != api.EventAccepted {
 			return res, broken("the lane's stream did not begin with its accepted event")

@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/internal/words"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -30,7 +31,7 @@ var ErrUploadStopped = errors.New("the upload was stopped before all of its cont
 // fails the instruction and writes nothing.
 func (c *Client) Upload(ctx context.Context, deviceID string, req api.UploadRequest, body io.Reader, size int64, sum protocol.Digest, sink Sink) (Result, error) {
 	if size < 0 {
-		return Result{}, fmt.Errorf("upload of %d bytes: the size must not be negative", size)
+		return Result{}, fmt.Errorf("the upload's size %d is negative", size)
 	}
 	q, err := uploadQuery(req, sum)
 	if err != nil {
@@ -121,7 +122,7 @@ func (g *gatedBody) Read(p []byte) (int, error) {
 	}
 	g.left -= int64(n)
 	if err == io.EOF && g.left > 0 {
-		err = fmt.Errorf("the content ended %d bytes short of its size", g.left)
+		err = fmt.Errorf("the content ended %s short of its size", words.Bytes(g.left))
 	}
 	if err != nil && err != io.EOF {
 		g.err = err

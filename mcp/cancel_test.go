@@ -81,3 +81,28 @@ func TestSeveralDevicesAndNoneNamedIsAClearError(t *testing.T) {
 		})
 	}
 }
+
+// A device named by its name: each face resolves it through the device
+// list; a name two devices have lists their ids.
+func TestADeviceNamedByItsName(t *testing.T) {
+	l := startLiveLane(t)
+	box := l.live.AddNamedDevice("box")
+	for _, f := range faces {
+		t.Run(f.name, func(t *testing.T) {
+			var run mcp.RunResult
+			structured(t, call(t, f.connect(l, "box", "", nil), "run_command", map[string]any{"command": "true"}), &run)
+			if run.DeviceID != box.ID {
+				t.Fatalf("named box (%s), ran on %s", box.ID, run.DeviceID)
+			}
+		})
+	}
+	other := l.live.AddNamedDevice("box")
+	for _, f := range faces {
+		t.Run(f.name+" ambiguous", func(t *testing.T) {
+			res := call(t, f.connect(l, "box", "", nil), "run_command", map[string]any{"command": "true"})
+			if !res.IsError || !strings.Contains(text(res), box.ID) || !strings.Contains(text(res), other.ID) {
+				t.Fatalf("%s", text(res))
+			}
+		})
+	}
+}

@@ -1,9 +1,12 @@
 package mcp
 
 import (
+	"bytes"
 	"fmt"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/sema-agent/sema/internal/words"
 )
 
 // capture keeps a stream's output within a cap without hiding the cut: the
@@ -15,6 +18,9 @@ type capture struct {
 	head  []byte
 	tail  ring
 	total int64
+	// beforeTail is the last byte the tail let go of: the one just
+	// before the kept tail, once the tail has let go of any.
+	beforeTail byte
 }
 
 func newCapture(limit int) *capture {
@@ -29,6 +35,13 @@ func (c *capture) write(p []byte) {
 		c.head = append(c.head, p[:n]...)
 		p = p[n:]
 	}
+	if gone := c.tail.len() + len(p) - c.tail.size; gone > 0 && c.tail.size > 0 {
+		if i := gone - 1; i < c.tail.len() {
+			c.beforeTail = c.tail.at(i)
+		} else {
+			c.beforeTail = p[i-c.tail.len()]
+		}
+	}
 	c.tail.write(p)
 }
 
@@ -37,16 +50,18 @@ func (c *capture) omitted() int64 { return c.total - int64(len(c.head)) - int64(
 
 // text is the kept output as valid UTF-8, with a marker where bytes were
 // left out. A cut never splits a character: the head ends and the tail
-// starts on a character boundary (the few bytes moved count as left out).
+// starts on a character boundary, and the tail starts at a line when a
+// line starts within its first lineSeek bytes (the bytes moved count as
+// left out).
 func (c *capture) text(stream string) string {
 	if c.omitted() == 0 {
 		return validUTF8(string(c.head) + string(c.tail.bytes()))
 	}
-	head, tail := trimToRunes(c.head, c.tail.bytes())
+	head, tail := c.cut()
 	left := c.total - int64(len(head)) - int64(len(tail))
 	var b strings.Builder
 	b.WriteString(validUTF8(string(head)))
-	fmt.Fprintf(&b, "\n[… %d bytes of %s left out: %d in all …]\n", left, stream, c.total)
+	fmt.Fprintf(&b, "\n[… %s of %s left out: %d in all …]\n", words.Bytes(left), stream, c.total)
 	b.WriteString(validUTF8(string(tail)))
 	return b.String()
 }
@@ -56,8 +71,23 @@ func (c *capture) leftOut() int64 {
 	if c.omitted() == 0 {
 		return 0
 	}
-	head, tail := trimToRunes(c.head, c.tail.bytes())
+	head, tail := c.cut()
 	return c.total - int64(len(head)) - int64(len(tail))
+}
+
+// lineSeek is how far into the tail a cut looks for the start of a line.
+const lineSeek = 4 << 10
+
+// cut is the head and the tail text() shows once bytes were left out.
+func (c *capture) cut() (head, tail []byte) {
+	head, tail = trimToRunes(c.head, c.tail.bytes())
+	if c.beforeTail == '\n' && len(tail) == c.tail.len() {
+		return head, tail // the tail already starts a line
+	}
+	if i := bytes.IndexByte(tail[:min(len(tail), lineSeek)], '\n'); i >= 0 {
+		tail = tail[i+1:]
+	}
+	return head, tail
 }
 
 // trimToRunes drops a character cut in two at the end of head and at the
@@ -109,6 +139,14 @@ func (r *ring) write(p []byte) {
 }
 
 func (r *ring) len() int { return len(r.buf) }
+
+// at is the i-th kept byte, in order.
+func (r *ring) at(i int) byte {
+	if len(r.buf) < r.size {
+		return r.buf[i]
+	}
+	return r.buf[(r.next+i)%r.size]
+}
 
 // bytes returns the kept bytes in order.
 func (r *ring) bytes() []byte {

@@ -40,12 +40,14 @@ func TestCaptureKeepsTheHeadAndTheTailAndCountsTheRest(t *testing.T) {
 			}
 			c := newCapture(1024)
 			writeSplit(c, data, sizes)
-			head, tail := string(data[:512]), string(data[len(data)-512:])
-			marker := fmt.Sprintf("\n[… %d bytes of stdout left out: %d in all …]\n", len(data)-1024, len(data))
+			// The kept 512 bytes of the tail start 2 bytes before a line:
+			// the tail shown starts at that line.
+			head, tail := string(data[:512]), string(data[len(data)-510:])
+			marker := fmt.Sprintf("\n[… %d bytes of stdout left out: %d in all …]\n", len(data)-1022, len(data))
 			if got := c.text("stdout"); got != head+marker+tail {
 				t.Fatalf("text:\n%.100q …\n%.100q", got, got[len(got)-100:])
 			}
-			if c.leftOut() != int64(len(data)-1024) || c.total != int64(len(data)) {
+			if c.leftOut() != int64(len(data)-1022) || c.total != int64(len(data)) {
 				t.Fatalf("left out %d, total %d", c.leftOut(), c.total)
 			}
 		})
@@ -66,6 +68,46 @@ func TestCaptureNeverSplitsACharacter(t *testing.T) {
 	_, tail, _ = strings.Cut(tail, "]\n")
 	if int64(len(head)+len(tail))+c.leftOut() != int64(len(data)) {
 		t.Fatalf("kept %d + left out %d != %d", len(head)+len(tail), c.leftOut(), len(data))
+	}
+}
+
+// The tail starts at a line when one starts within its first lineSeek
+// bytes; a tail that already starts a line loses nothing; a tail with no
+// line start near its front keeps every byte it can.
+func TestCaptureTailStartsAtALine(t *testing.T) {
+	lines := func(width, n int) []byte {
+		var data []byte
+		for i := range n {
+			data = fmt.Appendf(data, "%0*d\n", width-1, i)
+		}
+		return data
+	}
+	for _, tc := range []struct {
+		name     string
+		data     []byte
+		wantTail int // bytes of the data's end the tail shows
+	}{
+		{"mid-line", lines(6, 10000), 510},
+		{"at a line", lines(8, 10000), 512},
+		{"no line near", append(lines(6, 100), bytes.Repeat([]byte{'x'}, 20000)...), 512},
+		// 8192 kept, the last line starts 2192 bytes in: within lineSeek.
+		{"a line far in", append(bytes.Repeat([]byte{'x'}, 20000), lines(6000, 2)...), 6000},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, piece := range []int{1, 7, 100000} {
+				limit := 1024
+				if tc.wantTail > 512 {
+					limit = 2 * 8192
+				}
+				c := newCapture(limit)
+				writeSplit(c, tc.data, []int{piece})
+				_, tail, _ := strings.Cut(c.text("stdout"), "in all …]\n")
+				want := string(tc.data[len(tc.data)-tc.wantTail:])
+				if tail != want {
+					t.Fatalf("piece %d: tail %d bytes %.20q…, want %d bytes %.20q…", piece, len(tail), tail, len(want), want)
+				}
+			}
+		})
 	}
 }
 
@@ -95,7 +137,7 @@ func FuzzCaptureAccountsForEveryByte(f *testing.F) {
 		if !strings.Contains(got, fmt.Sprintf("[… %d bytes of stdout left out: %d in all …]", c.leftOut(), len(data))) {
 			t.Fatal("a cut without its marker")
 		}
-		if c.leftOut() < int64(len(data)-limit) || c.leftOut() > int64(len(data)-limit+2*utf8.UTFMax) {
+		if c.leftOut() < int64(len(data)-limit) || c.leftOut() > int64(len(data)-limit+utf8.UTFMax+lineSeek) {
 			t.Fatalf("left out %d of %d at cap %d", c.leftOut(), len(data), limit)
 		}
 	})

@@ -8,6 +8,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/internal/words"
 )
 
 // DevicesResult is list_devices' structured result.
@@ -31,7 +32,7 @@ func (c *callConn) listDevices(ctx context.Context, _ *sdk.CallToolRequest, _ st
 		r.Current = d.DeviceID
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d devices\n", len(devs))
+	fmt.Fprintln(&b, words.Count(len(devs), "device", "devices"))
 	for _, d := range devs {
 		state := "offline"
 		switch {

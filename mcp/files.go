@@ -16,6 +16,7 @@ import (
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/client"
+	"github.com/sema-agent/sema/internal/words"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -93,7 +94,7 @@ func (c *callConn) readFile(ctx context.Context, _ *sdk.CallToolRequest, a ReadA
 	}
 	text := r.Content
 	if !r.Complete {
-		text += fmt.Sprintf("\n[… the file goes on past %d bytes: read on with offset=%d]", limit, *r.NextOffset)
+		text += fmt.Sprintf("\n[… the file goes on past %s: read on with offset=%d]", words.Bytes(limit), *r.NextOffset)
 	}
 	if r.NotUTF8 {
 		text += "\n[the file is not UTF-8 text: invalid bytes are shown as U+FFFD]"
@@ -166,7 +167,7 @@ func (c *callConn) writeFile(ctx context.Context, _ *sdk.CallToolRequest, a Writ
 	if r.Created != nil && *r.Created {
 		verb = "created"
 	}
-	text := fmt.Sprintf("%s %s: %d bytes, sha256 %s (verified on the device)", verb, r.CanonicalPath, r.Bytes, r.SHA256)
+	text := fmt.Sprintf("%s %s: %s, sha256 %s (verified on the device)", verb, r.CanonicalPath, words.Bytes(r.Bytes), r.SHA256)
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: r}
 }
 
@@ -205,7 +206,7 @@ func (c *callConn) listDirectory(ctx context.Context, _ *sdk.CallToolRequest, a 
 		r.Entries = append(r.Entries, e)
 		fmt.Fprintf(&b, "%s\t%s\t%d\t%s\t%s\n", e.Kind, orDash(e.Mode), e.Size, e.Modified, e.Name)
 	}
-	text := fmt.Sprintf("%s: %d entries\n%s", p, len(r.Entries), b.String())
+	text := fmt.Sprintf("%s: %s\n%s", p, words.Count(len(r.Entries), "entry", "entries"), b.String())
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: r}
 }
 
@@ -222,7 +223,7 @@ func (c *callConn) fileInfo(ctx context.Context, _ *sdk.CallToolRequest, a PathA
 		return outcomeFailed(dev.DeviceID, res, "")
 	}
 	e := entryOf(*res.Outcome.Info)
-	text := fmt.Sprintf("%s: %s, %d bytes, mode %s, modified %s", e.Path, e.Kind, e.Size, orDash(e.Mode), e.Modified)
+	text := fmt.Sprintf("%s: %s, %s, mode %s, modified %s", e.Path, e.Kind, words.Bytes(e.Size), orDash(e.Mode), e.Modified)
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: text}}, StructuredContent: e}
 }
 

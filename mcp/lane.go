@@ -9,6 +9,7 @@ import (
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/client"
+	"github.com/sema-agent/sema/internal/words"
 )
 
 // Lane is what the tools need of the lane: the caller's devices, and one
@@ -35,16 +36,16 @@ type errNoDevice struct{ msg string }
 
 func (e *errNoDevice) Error() string { return e.msg }
 
-// named is the device when the connection names one: its id only, without
-// asking the lane (which refuses an unknown id itself), for the calls that
-// need nothing else of it.
+// named is the device when the connection names one by its id: the id
+// only, without asking the lane (which refuses an unknown id itself), for
+// the calls that need nothing else of it. A name is resolved by device.
 func (t *target) named() (api.Device, bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	if t.dev != nil {
 		return *t.dev, true
 	}
-	return api.Device{DeviceID: t.want}, t.want != ""
+	return api.Device{DeviceID: t.want}, client.IsDeviceID(t.want)
 }
 
 func (t *target) device(ctx context.Context) (api.Device, error) {
@@ -71,12 +72,14 @@ func (t *target) device(ctx context.Context) (api.Device, error) {
 
 func chooseHint(e *client.ChooseError) string {
 	switch {
+	case len(e.Ambiguous) > 0:
+		return e.Error()
 	case e.Wanted != "":
 		return fmt.Sprintf("you have no device %q (the list_devices tool lists yours)", e.Wanted)
 	case e.Live == 0:
 		return "you have no enrolled device: enroll one (`sema token` prints the line that does it)"
 	}
-	return fmt.Sprintf("you have %d devices: name one (`sema mcp --device ID`, or ?device=ID on /v1/mcp; the list_devices tool lists them)", e.Live)
+	return fmt.Sprintf("you have %s: name one (`sema mcp --device ID`, or ?device=ID on /v1/mcp; the list_devices tool lists them)", words.Count(e.Live, "device", "devices"))
 }
 
 // devicePath makes p absolute on the device: the lane takes absolute,

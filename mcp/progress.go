@@ -6,6 +6,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sema-agent/sema/internal/words"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -58,7 +59,7 @@ func (p *progress) output(kind protocol.ChunkKind, data []byte, total int64) {
 		}
 	case total >= p.quietAt:
 		p.quietAt = total + progressQuietEvery
-		n.Message = fmt.Sprintf("[%d bytes of output so far; the live view stopped at %d]", total, p.limit)
+		n.Message = fmt.Sprintf("[%s of output so far; the live view stopped at %d]", words.Bytes(total), p.limit)
 	default:
 		return
 	}

@@ -79,6 +79,11 @@ func callFailed(ctx context.Context, deviceID string, err error) *sdk.CallToolRe
 // outcomeFailed is the tool result of an instruction that ended with an
 // ok:false or cancelled outcome.
 func outcomeFailed(deviceID string, res client.Result, extra string) *sdk.CallToolResult {
+	return failed(outcomeFailure(deviceID, res), extra)
+}
+
+// outcomeFailure is the failure an ok:false or cancelled outcome is.
+func outcomeFailure(deviceID string, res client.Result) Failure {
 	o := res.Outcome
 	f := Failure{ErrorCode: string(o.ErrorCode), Message: o.Message, InstructionID: res.ID, DeviceID: deviceID}
 	switch {
@@ -90,7 +95,7 @@ func outcomeFailed(deviceID string, res client.Result, extra string) *sdk.CallTo
 	if res.LaneCancelled {
 		f.Message = "the lane cancelled the command: " + f.Message
 	}
-	return failed(f, extra)
+	return f
 }
 
 func encodeB64(b []byte) string { return base64.StdEncoding.EncodeToString(b) }

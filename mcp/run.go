@@ -16,19 +16,34 @@ import (
 type RunArgs struct {
 	Command        string `json:"command" jsonschema:"the command, run with sh -c on the device"`
 	Cwd            string `json:"cwd,omitempty" jsonschema:"the working directory: absolute, or relative to the device's workspace root (default: the workspace root)"`
-	TimeoutMs      int64  `json:"timeout_ms,omitempty" jsonschema:"the device kills the command's process group after this many milliseconds (default 120000)"`
+	TimeoutMs      int64  `json:"timeout_ms,omitempty" jsonschema:"the device kills the command's process group after this many milliseconds (default 600000: 10 minutes)"`
 	MaxOutputBytes int64  `json:"max_output_bytes,omitempty" jsonschema:"bytes of each of stdout and stderr to keep: the head and the tail (default 262144, at most 16777216)"`
 }
 
-// RunResult is run_command's structured result.
-type RunResult struct {
-	ExitCode      int    `json:"exitCode"`
+// RunOutput is what a command wrote, as run_command keeps it: each
+// stream's head and tail (see capture), its size, and how much of it the
+// text leaves out.
+type RunOutput struct {
 	Stdout        string `json:"stdout"`
 	Stderr        string `json:"stderr"`
 	StdoutBytes   int64  `json:"stdoutBytes"`
 	StderrBytes   int64  `json:"stderrBytes"`
 	StdoutOmitted int64  `json:"stdoutOmittedBytes"`
 	StderrOmitted int64  `json:"stderrOmittedBytes"`
+}
+
+// RunFailure is run_command's structured result when the command did not
+// exit (a timeout, a cancel, an unknown outcome): the failure, and the
+// output it wrote before.
+type RunFailure struct {
+	Failure
+	RunOutput
+}
+
+// RunResult is run_command's structured result.
+type RunResult struct {
+	ExitCode int `json:"exitCode"`
+	RunOutput
 	// DeviceTruncated: the device itself cut a stream at its own cap.
 	DeviceTruncated *protocol.Truncated `json:"deviceTruncated,omitempty"`
 	InstructionID   string              `json:"instructionId"`
@@ -60,7 +75,7 @@ func (c *callConn) runCommand(ctx context.Context, req *sdk.CallToolRequest, a R
 		return callFailed(ctx, dev.DeviceID, err)
 	}
 	if !res.Outcome.OK {
-		return outcomeFailed(dev.DeviceID, res, out.render(res.Outcome))
+		return out.failed(outcomeFailure(dev.DeviceID, res), res.Outcome)
 	}
 	r := out.result(res, dev.DeviceID)
 	return &sdk.CallToolResult{Content: []sdk.Content{&sdk.TextContent{Text: out.render(res.Outcome)}}, StructuredContent: r}
@@ -120,13 +135,28 @@ func (o *runOutput) chunk(kind protocol.ChunkKind, data []byte) error {
 	return nil
 }
 
-func (o *runOutput) result(res client.Result, deviceID string) RunResult {
-	r := RunResult{
+// failed is the tool result of a command that did not exit: the failure
+// with the output it wrote before, in the text and the structured result.
+// A timeout's message names the argument that raises the limit.
+func (o *runOutput) failed(f Failure, out api.Outcome) *sdk.CallToolResult {
+	if f.ErrorCode == string(protocol.ErrTimeout) {
+		f.Message += " (timeout_ms raises the limit)"
+	}
+	res := failed(f, o.render(out))
+	res.StructuredContent = RunFailure{Failure: f, RunOutput: o.output()}
+	return res
+}
+
+func (o *runOutput) output() RunOutput {
+	return RunOutput{
 		Stdout: o.stdout.text("stdout"), Stderr: o.stderr.text("stderr"),
 		StdoutBytes: o.stdout.total, StderrBytes: o.stderr.total,
 		StdoutOmitted: o.stdout.leftOut(), StderrOmitted: o.stderr.leftOut(),
-		InstructionID: res.ID, DeviceID: deviceID,
 	}
+}
+
+func (o *runOutput) result(res client.Result, deviceID string) RunResult {
+	r := RunResult{RunOutput: o.output(), InstructionID: res.ID, DeviceID: deviceID}
 	if res.Outcome.ExitCode != nil {
 		r.ExitCode = *res.Outcome.ExitCode
 	}

@@ -94,9 +94,9 @@ const (
 	maxMaxOutput = 16 << 20
 	// minMaxOutput is the smallest cap that still shows a head and a tail.
 	minMaxOutput = 1 << 10
-	// defaultTimeout is run_command's and the file tools' limit when the
-	// call names none.
-	defaultTimeout = 120 * time.Second
+	// defaultTimeout is run_command's limit when the call names none: the
+	// CLI's run has the same.
+	defaultTimeout = client.DefaultCommandTimeout
 	// fileTimeout bounds the file tools' instructions.
 	fileTimeout = 60 * time.Second
 )

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/mcp"
 )
 
@@ -81,6 +83,11 @@ func TestTheToolsAreNamedExactlyWithHonestAnnotations(t *testing.T) {
 					t.Errorf("%s: annotations %+v, want readOnlyHint", tool.Name, a)
 				}
 			}
+		}
+		i := slices.IndexFunc(res.Tools, func(tool *sdk.Tool) bool { return tool.Name == "run_command" })
+		schema, _ := json.Marshal(res.Tools[i].InputSchema)
+		if ms := strconv.FormatInt(client.DefaultCommandTimeout.Milliseconds(), 10); !strings.Contains(string(schema), "(default "+ms) {
+			t.Errorf("run_command's timeout_ms does not say its default %s ms: %s", ms, schema)
 		}
 		slices.Sort(names)
 		want := []string{"file_info", "list_devices", "list_directory", "read_file", "run_command", "write_file"}
@@ -171,14 +178,20 @@ func TestMaxOutputBytesSetsTheCap(t *testing.T) {
 
 func TestATimeoutIsAnErrorResultWithTheProtocolCode(t *testing.T) {
 	eachFace(t, func(t *testing.T, l *liveLane, cs *sdk.ClientSession) {
-		res := call(t, cs, "run_command", map[string]any{"command": "echo started; exec sleep 30", "timeout_ms": 300})
-		var f mcp.Failure
+		res := call(t, cs, "run_command", map[string]any{"command": "echo started; echo warned >&2; exec sleep 30", "timeout_ms": 300})
+		var f mcp.RunFailure
 		structured(t, res, &f)
 		if !res.IsError || f.ErrorCode != "timeout" || !strings.HasPrefix(text(res), "timeout: ") {
 			t.Fatalf("isError %v %+v: %s", res.IsError, f, text(res))
 		}
 		if !strings.Contains(text(res), "started") {
 			t.Fatalf("the output before the timeout is lost: %s", text(res))
+		}
+		if f.Stdout != "started\n" || f.Stderr != "warned\n" || f.StdoutBytes != 8 {
+			t.Fatalf("the structured result lost the output: %+v", f)
+		}
+		if !strings.HasSuffix(f.Message, "(timeout_ms raises the limit)") {
+			t.Fatalf("the message does not say how to raise the limit: %q", f.Message)
 		}
 	})
 }

@@ -68,7 +68,10 @@ func Start(tb testing.TB, log *slog.Logger) *Lane {
 
 // AddDevice enrolls a device with a token the lane issues over HTTP and
 // serves it with a real executor; it returns once the device is online.
-func (l *Lane) AddDevice() Device {
+func (l *Lane) AddDevice() Device { return l.AddNamedDevice("") }
+
+// AddNamedDevice is AddDevice for a device with a name.
+func (l *Lane) AddNamedDevice(name string) Device {
 	tb := l.tb
 	tb.Helper()
 	ctx := tb.Context()
@@ -77,7 +80,7 @@ func (l *Lane) AddDevice() Device {
 		tb.Fatal(err)
 	}
 	dir := tb.TempDir()
-	rec, err := device.Enroll(ctx, device.EnrollOptions{Server: l.URL, Token: token, APIKey: l.APIKey, WorkspaceRoot: tb.TempDir(), StateDir: dir})
+	rec, err := device.Enroll(ctx, device.EnrollOptions{Server: l.URL, Token: token, APIKey: l.APIKey, WorkspaceRoot: tb.TempDir(), StateDir: dir, DisplayName: name})
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sema-agent/sema/internal/safetext"
+	semaversion "github.com/sema-agent/sema/internal/version"
 )
 
 // Where the CLI writes; tests replace them.
@@ -36,10 +37,12 @@ const (
 	ExitLocked     = 6 // another executor on this machine already serves this device
 )
 
-// ExitError carries an exit code out of a command.
+// ExitError carries an exit code out of a command. Quiet: Run prints
+// nothing (the remote command's own non-zero exit, which says enough).
 type ExitError struct {
-	Code int
-	Err  error
+	Code  int
+	Err   error
+	Quiet bool
 }
 
 func (e *ExitError) Error() string { return e.Err.Error() }
@@ -62,12 +65,14 @@ func Run(ctx context.Context, args []string) int {
 	if err == nil {
 		return ExitOK
 	}
-	// Error texts carry the lane's and the device's messages: escaped.
-	fmt.Fprintln(Stderr, "sema:", safetext.String(err.Error()))
 	var ee *ExitError
 	var ue usageError
+	if !errors.As(err, &ee) || !ee.Quiet {
+		// Error texts carry the lane's and the device's messages: escaped.
+		fmt.Fprintln(Stderr, "sema:", safetext.String(err.Error()))
+	}
 	switch {
-	case errors.As(err, &ee):
+	case ee != nil:
 		return ee.Code
 	case errors.As(err, &ue):
 		return ExitUsage
@@ -81,11 +86,14 @@ func newRoot() *cobra.Command {
 		Short:         "sema runs an AI agent's tools on this machine, for the device lane",
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		Version:       versionLine(semaversion.Read()),
 	}
+	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDeviceCmd(), newServerCmd(), newTokenCmd(), newDevicesCmd(), newRunCmd(), newFSCmd(), newQuickstartCmd(), newMCPCmd())
 	root.AddCommand(newNextingCmd())
-	root.AddCommand(newIdentityCmd(), newAPIKeyCmd())
+	root.AddCommand(newIdentityCmd(), newAPIKeyCmd(), newVersionCmd())
+	root.AddCommand(newLoginCmd(), newLogoutCmd(), newWhoamiCmd())
 	// `sema frobnicate` is usage (2), as a bad flag is: the root checks its
 	// own arguments (cobra's default check would make it exit 1), and
 	// every argument check of the tree answers with a usage error.

@@ -39,6 +39,8 @@ func TestMain(m *testing.M) {
 		panic(err)
 	}
 	semaBin = filepath.Join(dir, "sema")
+	// No test reads or writes the user's own saved login.
+	os.Setenv("XDG_CONFIG_HOME", filepath.Join(dir, "config"))
 	out, err := exec.Command("go", "build", "-o", semaBin, "github.com/sema-agent/sema/cmd/sema").CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "building sema: %v\n%s", err, out)

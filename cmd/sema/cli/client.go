@@ -11,6 +11,7 @@ import (
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/client"
+	"github.com/sema-agent/sema/internal/words"
 )
 
 // This file is what every user command shares to reach the lane: the
@@ -49,40 +50,47 @@ func addClientFlags(c *cobra.Command, f *clientFlags) {
 }
 
 // addServerFlag is --server, the lane's base URL, as every command that
-// talks to the lane takes it.
+// talks to the lane takes it. Its default is said once, in words: the
+// flag itself defaults to "" (see serverURL).
 func addServerFlag(c *cobra.Command, server *string) {
-	def := os.Getenv(EnvServer)
-	if def == "" {
-		def = DefaultServer
-	}
-	c.Flags().StringVar(server, "server", def, "the lane's base URL (default $"+EnvServer+", else "+DefaultServer+")")
+	c.Flags().StringVar(server, "server", "", "the lane's base URL (default $"+EnvServer+", else the saved login's, else "+DefaultServer+")")
 }
 
-// client returns the lane's client for the flags and the user's API key.
+// serverURL is the lane's URL for a command that has no API key to send:
+// --server, else $SEMA_SERVER, else the saved login's, else the default.
+func serverURL(flag string) string {
+	server, _, _, _ := credentials(flag, "")
+	return server
+}
+
+// client returns the lane's client for the flags and the user's API key
+// (see credentials).
 func (f clientFlags) client() (*client.Client, error) {
-	if !strings.HasPrefix(f.server, "http://") && !strings.HasPrefix(f.server, "https://") {
-		return nil, usageError{fmt.Errorf("--server %q: want an http:// or https:// URL", f.server)}
+	server, key, _, err := credentials(f.server, f.keyFile)
+	if err != nil {
+		return nil, err
 	}
-	key := os.Getenv(EnvAPIKey)
-	if f.keyFile != "" {
-		b, err := os.ReadFile(f.keyFile)
-		if err != nil {
-			return nil, fmt.Errorf("reading the API key: %w", err)
-		}
-		key = strings.TrimSpace(string(b))
+	if !strings.HasPrefix(server, "http://") && !strings.HasPrefix(server, "https://") {
+		return nil, usageError{fmt.Errorf("--server %q: want an http:// or https:// URL", server)}
 	}
 	if key == "" {
-		return nil, usageError{fmt.Errorf("no API key: set $%s, or pass --admin-key-file <data>/admin.key on the server's machine", EnvAPIKey)}
+		return nil, usageError{fmt.Errorf("no API key: run sema login, set $%s, or pass --admin-key-file <data>/admin.key on the server's machine", EnvAPIKey)}
 	}
-	lc, err := client.New(f.server, key)
+	lc, err := client.New(server, key)
 	if err != nil {
 		return nil, usageError{err}
 	}
 	return lc, nil
 }
 
-// pickDevice resolves the device of run and fs: --device, else
-// $SEMA_DEVICE, else the caller's only device that is not revoked.
+// addDeviceFlag is --device, as run and fs take it (see pickDevice).
+func addDeviceFlag(c *cobra.Command, device *string) {
+	c.Flags().StringVar(device, "device", "", "the device's id or name (default $"+EnvDevice+", else your only device)")
+}
+
+// pickDevice resolves the device of run and fs: --device (an id or a
+// name), else $SEMA_DEVICE, else the caller's only device that is not
+// revoked. A name several devices have is usage: the error lists their ids.
 func pickDevice(ctx context.Context, lc *client.Client, id string) (api.Device, error) {
 	if id == "" {
 		id = os.Getenv(EnvDevice)
@@ -97,12 +105,14 @@ func pickDevice(ctx context.Context, lc *client.Client, id string) (api.Device, 
 		return d, err
 	}
 	switch {
+	case len(choose.Ambiguous) > 0:
+		return api.Device{}, usageError{choose}
 	case choose.Wanted != "":
 		return api.Device{}, &ExitError{Code: ExitNeverStarted, Err: fmt.Errorf("you have no device %q (see `sema devices`)", id)}
 	case choose.Live == 0:
 		return api.Device{}, &ExitError{Code: ExitNeverStarted, Err: errors.New("you have no enrolled device: run `sema token` and enroll one")}
 	}
-	return api.Device{}, usageError{fmt.Errorf("you have %d devices: pass --device ID (see `sema devices`)", choose.Live)}
+	return api.Device{}, usageError{fmt.Errorf("you have %s: pass --device ID or NAME (see `sema devices`)", words.Count(choose.Live, "device", "devices"))}
 }
 
 // remotePath makes p absolute on the device (client.DevicePath).

@@ -41,7 +41,7 @@ func newEnrollCmd() *cobra.Command {
 	addServerFlag(c, &f.server)
 	c.Flags().StringVar(&f.token, "token", "", "the one-shot enrollment token, or - to read it from standard input")
 	c.Flags().StringVar(&f.workspace, "workspace", "", "the directory the lane resolves relative paths against")
-	c.Flags().StringVar(&f.name, "name", "", "a display name for this device")
+	c.Flags().StringVar(&f.name, "name", "", "the device's name, which --device takes as well as its id (default this machine's host name)")
 	c.Flags().StringVar(&f.stateDir, "state-dir", "", "where the key and the record live (default $"+device.EnvStateDir+", else the OS config dir + /sema/device)")
 	c.Flags().DurationVar(&f.retryUnreachable, "retry-unreachable", device.MaxUnreachableRetry, "how long to retry a lane that cannot be reached (at most "+device.MaxUnreachableRetry.String()+")")
 	return c
@@ -62,13 +62,22 @@ func runEnroll(c *cobra.Command, f enrollFlags) error {
 		}
 		token = strings.TrimSpace(line)
 	}
+	name := f.name
+	if name == "" {
+		// As a person would name it: the machine's own name.
+		name, _ = os.Hostname()
+	}
 	dir, err := device.StateDir(f.stateDir)
 	if err != nil {
 		return err
 	}
+	server, key, _, err := credentials(f.server, "")
+	if err != nil {
+		return err
+	}
 	rec, err := device.Enroll(c.Context(), device.EnrollOptions{
-		Server: f.server, Token: token, APIKey: os.Getenv(EnvAPIKey),
-		WorkspaceRoot: f.workspace, DisplayName: f.name, StateDir: dir,
+		Server: server, Token: token, APIKey: key,
+		WorkspaceRoot: f.workspace, DisplayName: name, StateDir: dir,
 		UnreachableRetry: f.retryUnreachable, Logger: newLogger(false),
 	})
 	if err != nil {

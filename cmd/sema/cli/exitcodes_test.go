@@ -85,11 +85,19 @@ func TestExitCodesMatchTheREADME(t *testing.T) {
 		}
 	}
 
-	// The command's own code, also 1.
+	// The command's own code, also 1, with nothing of sema's on stderr
+	// unless -v.
 	_, errOut, code := s.sema(t, nil, "run", "--", "exit 3")
-	check("run exit 3", code, errOut, 3, "exit code 3", "")
-	_, errOut, code = s.sema(t, nil, "run", "--", "false")
-	check("run false", code, errOut, 1, "exit code 1", "")
+	check("run exit 3", code, errOut, 3, "", "")
+	if errOut != "" {
+		t.Errorf("run exit 3 wrote on stderr: %q", errOut)
+	}
+	_, errOut, code = s.sema(t, nil, "run", "-v", "false")
+	check("run -v false", code, errOut, 1, "exit code 1", "")
+
+	// A timeout says which flag raises it.
+	_, errOut, code = s.sema(t, nil, "run", "--timeout", "300ms", "sleep", "5")
+	check("run --timeout 300ms", code, errOut, cli.ExitTimeout, "--timeout raises the limit", "--timeout")
 
 	// A missing --cwd: the device refuses to start it.
 	_, errOut, code = s.sema(t, nil, "run", "--cwd", "no/such/dir", "--", "true")

@@ -13,6 +13,7 @@ import (
 	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/b64"
 	"github.com/sema-agent/sema/internal/safetext"
+	"github.com/sema-agent/sema/internal/words"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -48,19 +49,32 @@ func newFSCmd() *cobra.Command {
 	}
 	c.AddCommand(
 		fsVerb("cat PATH", "Write a file's bytes to standard output as they come (readBinaryFile)", 1, 1, nil, fsCat),
-		fsVerb("get PATH [LOCAL|-]", getShort, 1, 2, nil, fsGet),
-		fsVerb("put LOCAL|- PATH", putShort, 2, 2, nil, fsPut),
-		fsVerb("ls PATH", "List a directory (listDir)", 1, 1, nil, fsLs),
-		fsVerb("stat PATH", "Show a file's kind, size, mode and mtime (fileInfo)", 1, 1, nil, fsStat),
-		fsVerb("rm [-r] PATH", "Remove a file, or a directory tree with -r (remove)", 1, 1, func(c *cobra.Command) {
+		fsVerb("get [-r] PATH [LOCAL|-]", getShort, 1, 2, func(c *cobra.Command) {
+			c.Flags().BoolP("recursive", "r", false, "copy a directory and everything in it, file by file")
+		}, fsGet),
+		fsVerb("put [-p] [-r] LOCAL|- PATH", putShort, 2, 2, func(c *cobra.Command) {
+			c.Flags().BoolP("parents", "p", false, "create PATH's missing parent directories")
+			c.Flags().BoolP("recursive", "r", false, "copy a directory and everything in it, file by file")
+		}, fsPut),
+		fsVerb("ls [-l] [--json] [PATH]", "List a directory, the workspace root by default (listDir)", 0, 1, func(c *cobra.Command) {
+			c.Flags().BoolP("long", "l", false, "show each entry's mode, kind, size and mtime")
+			c.Flags().Bool("json", false, "print the entries as JSON")
+		}, fsLs),
+		fsVerb("stat [--json] PATH", "Show a file's kind, size, mode and mtime (fileInfo)", 1, 1, func(c *cobra.Command) {
+			c.Flags().Bool("json", false, "print it as JSON")
+		}, fsStat),
+		fsVerb("rm [-r] PATH…", "Remove files, or directory trees with -r (remove)", 1, manyArgs, func(c *cobra.Command) {
 			c.Flags().BoolP("recursive", "r", false, "remove a directory and everything in it")
 		}, fsRm),
-		fsVerb("mkdir [-p] PATH", "Create a directory, with its parents with -p (createDir)", 1, 1, func(c *cobra.Command) {
+		fsVerb("mkdir [-p] PATH…", "Create directories, with their parents with -p (createDir)", 1, manyArgs, func(c *cobra.Command) {
 			c.Flags().BoolP("parents", "p", false, "create missing parents too; no error if it exists")
 		}, fsMkdir),
 	)
 	return c
 }
+
+// manyArgs is a verb's maxArgs when it takes any number of paths.
+const manyArgs = -1
 
 // fsCall is one verb's work: it posts its instruction through run.
 type fsCall struct {
@@ -106,7 +120,7 @@ func fsVerb(use, short string, minArgs, maxArgs int, flags func(*cobra.Command),
 		Use:   use,
 		Short: short,
 		Args: func(c *cobra.Command, args []string) error {
-			if len(args) < minArgs || len(args) > maxArgs {
+			if len(args) < minArgs || (maxArgs != manyArgs && len(args) > maxArgs) {
 				return usageError{fmt.Errorf("usage: sema fs %s", use)}
 			}
 			return nil
@@ -128,7 +142,7 @@ func fsVerb(use, short string, minArgs, maxArgs int, flags func(*cobra.Command),
 		},
 	}
 	addClientFlags(c, &f.client)
-	c.Flags().StringVar(&f.device, "device", "", "the device id (default $"+EnvDevice+", else your only device)")
+	addDeviceFlag(c, &f.device)
 	c.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "the device gives up after this (put and get: this plus 1s per MiB of the file, unless given)")
 	if flags != nil {
 		flags(c)
@@ -147,15 +161,35 @@ func fsCat(fc fsCall, args []string) error {
 }
 
 func fsLs(fc fsCall, args []string) error {
-	o, err := fc.run(protocol.KindListDir, protocol.PathArgs{Path: remotePath(fc.dev, args[0])}, nil, protocol.OutcomeStat, nil)
+	dir := "."
+	if len(args) == 1 {
+		dir = args[0]
+	}
+	o, err := fc.run(protocol.KindListDir, protocol.PathArgs{Path: remotePath(fc.dev, dir)}, nil, protocol.OutcomeStat, nil)
 	if err != nil {
 		return err
 	}
+	if asJSON, _ := fc.c.Flags().GetBool("json"); asJSON {
+		entries := o.Entries
+		if entries == nil {
+			entries = []protocol.FileInfo{}
+		}
+		printAnswerJSON(struct {
+			Path    string              `json:"path"`
+			Entries []protocol.FileInfo `json:"entries"`
+		}{remotePath(fc.dev, dir), entries})
+		return nil
+	}
+	long, _ := fc.c.Flags().GetBool("long")
 	tw := tabwriter.NewWriter(Stdout, 0, 4, 2, ' ', 0)
 	for _, e := range o.Entries {
 		name := path.Base(e.Path)
 		if e.Kind == "dir" {
 			name += "/"
+		}
+		if !long {
+			fmt.Fprintln(tw, safetext.String(name))
+			continue
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", modeString(e.Mode), safetext.String(string(e.Kind)), e.Size, mtime(e.MtimeMs), safetext.String(name))
 	}
@@ -171,20 +205,51 @@ func fsStat(fc fsCall, args []string) error {
 		return &ExitError{Code: ExitLaneFailure, Err: errors.New("the fileInfo outcome carries no info")}
 	}
 	i := o.Info
+	if asJSON, _ := fc.c.Flags().GetBool("json"); asJSON {
+		printAnswerJSON(i)
+		return nil
+	}
 	fmt.Fprintf(Stdout, "path   %s\nkind   %s\nsize   %d\nmode   %s\nmtime  %s\n", safetext.String(i.Path), safetext.String(string(i.Kind)), i.Size, modeString(i.Mode), mtime(i.MtimeMs))
 	return nil
 }
 
 func fsRm(fc fsCall, args []string) error {
 	rec, _ := fc.c.Flags().GetBool("recursive")
-	_, err := fc.run(protocol.KindRemove, protocol.DirArgs{Path: remotePath(fc.dev, args[0]), Recursive: &rec}, nil, protocol.OutcomeVoid, nil)
-	return err
+	return eachPath(args, func(p string) error {
+		_, err := fc.run(protocol.KindRemove, protocol.DirArgs{Path: remotePath(fc.dev, p), Recursive: &rec}, nil, protocol.OutcomeVoid, nil)
+		return err
+	})
 }
 
 func fsMkdir(fc fsCall, args []string) error {
 	parents, _ := fc.c.Flags().GetBool("parents")
-	_, err := fc.run(protocol.KindCreateDir, protocol.DirArgs{Path: remotePath(fc.dev, args[0]), Recursive: &parents}, nil, protocol.OutcomeVoid, nil)
-	return err
+	return eachPath(args, func(p string) error {
+		_, err := fc.run(protocol.KindCreateDir, protocol.DirArgs{Path: remotePath(fc.dev, p), Recursive: &parents}, nil, protocol.OutcomeVoid, nil)
+		return err
+	})
+}
+
+// eachPath does one path after the other, as rm and mkdir do: a path the
+// device says no to is reported and the rest still done (exit 1 at the
+// end); any other failure (the lane's, a timeout, Ctrl-C) stops there.
+func eachPath(paths []string, do func(p string) error) error {
+	refused := 0
+	for _, p := range paths {
+		err := do(p)
+		var ee *ExitError
+		switch {
+		case err == nil:
+			continue
+		case len(paths) == 1 || !errors.As(err, &ee) || ee.Code != ExitFailure:
+			return err
+		}
+		refused++
+		fmt.Fprintln(Stderr, "sema:", safetext.String(err.Error()))
+	}
+	if refused > 0 {
+		return &ExitError{Code: ExitFailure, Err: fmt.Errorf("the device refused %d of %s", refused, words.Count(len(paths), "path", "paths")), Quiet: true}
+	}
+	return nil
 }
 
 func modeString(m *uint32) string {

@@ -26,6 +26,21 @@ func fsGet(fc fsCall, args []string) error {
 	if len(args) == 2 {
 		local = args[1]
 	}
+	if rec, _ := fc.c.Flags().GetBool("recursive"); rec {
+		o, err := fc.run(protocol.KindFileInfo, protocol.PathArgs{Path: remote}, nil, protocol.OutcomeStat, nil)
+		if err != nil {
+			return err
+		}
+		if o.Info != nil && o.Info.Kind == protocol.FileKindDir {
+			switch {
+			case local == "-":
+				return usageError{errors.New("get -r of a directory needs a LOCAL directory, not -")}
+			case len(args) == 1:
+				local = "." // into ./NAME, as scp -r host:NAME . does
+			}
+			return fc.getTree(remote, local)
+		}
+	}
 	if local == "-" {
 		_, err := fc.getTo(remote, nil)
 		return err

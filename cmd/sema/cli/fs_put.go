@@ -6,11 +6,13 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"strings"
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/safetext"
+	"github.com/sema-agent/sema/internal/words"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -30,25 +32,53 @@ const putShort = "Write a local file (or standard input) of any size to PATH on 
 // the write; a replaced file keeps its mode (the executor keeps it).
 
 func fsPut(fc fsCall, args []string) error {
+	if rec, _ := fc.c.Flags().GetBool("recursive"); rec && args[0] != "-" {
+		if fi, err := os.Stat(args[0]); err == nil && fi.IsDir() {
+			return fc.putTree(args[0], remotePath(fc.dev, args[1]))
+		}
+	}
 	src, mode, err := openLocal(args[0])
 	if err != nil {
 		return nothingSent(err)
 	}
 	defer src.Close()
+	parents, _ := fc.c.Flags().GetBool("parents")
+	_, err = fc.putFile(src, mode, args[0], remotePath(fc.dev, args[1]), parents)
+	return err
+}
+
+// putFile sends src (named name here, with mode) to dst on the device,
+// atomically and verified, says so on stdout, and returns its size. With
+// parents, a missing directory of dst is made first.
+func (fc fsCall) putFile(src *os.File, mode os.FileMode, name, dst string, parents bool) (int64, error) {
 	size, sum, err := digestOf(src)
 	if err != nil {
-		return nothingSent(fmt.Errorf("reading %s: %w", args[0], err))
+		return 0, nothingSent(fmt.Errorf("reading %s: %w", name, err))
 	}
-	prog := newProgress("put", size)
-	res, err := upload(fc.c.Context(), fc.lc, fc.dev.DeviceID, api.UploadRequest{
-		Path: remotePath(fc.dev, args[1]), TimeoutMs: fc.transferTimeout(size).Milliseconds(),
-	}, prog.reader(src), size, sum, client.Sink{})
-	prog.done()
+	send := func() (client.Result, error) {
+		prog := newProgress("put", size)
+		defer prog.done()
+		return upload(fc.c.Context(), fc.lc, fc.dev.DeviceID, api.UploadRequest{
+			Path: dst, TimeoutMs: fc.transferTimeout(size).Milliseconds(),
+		}, prog.reader(src), size, sum, client.Sink{})
+	}
+	res, err := send()
+	if parents && err == nil && res.Outcome.ErrorCode == protocol.ErrNotFound {
+		// The directory is missing (the write never began): make it and
+		// send the file once more.
+		if err = fc.mkdirAll(path.Dir(dst)); err != nil {
+			return 0, err
+		}
+		if _, err = src.Seek(0, io.SeekStart); err != nil {
+			return 0, nothingSent(err)
+		}
+		res, err = send()
+	}
 	if err == nil {
 		err = failure(res, protocol.OutcomeWrite)
 	}
 	if err != nil {
-		return err
+		return 0, err
 	}
 	o := res.Outcome
 	created := o.Created != nil && *o.Created
@@ -56,11 +86,18 @@ func fsPut(fc fsCall, args []string) error {
 	if created {
 		verb = "created"
 	}
-	fmt.Fprintf(Stdout, "%s %s (%d bytes)\n", verb, safetext.String(o.CanonicalPath), size)
+	fmt.Fprintf(Stdout, "%s %s (%s)\n", verb, safetext.String(o.CanonicalPath), words.Bytes(size))
 	if created && mode&0o111 != 0 {
-		return fc.setExecBits(o.CanonicalPath, mode)
+		return size, fc.setExecBits(o.CanonicalPath, mode)
 	}
-	return nil
+	return size, nil
+}
+
+// mkdirAll creates the directory dir on the device with its parents.
+func (fc fsCall) mkdirAll(dir string) error {
+	parents := true
+	_, err := fc.run(protocol.KindCreateDir, protocol.DirArgs{Path: dir, Recursive: &parents}, nil, protocol.OutcomeVoid, nil)
+	return err
 }
 
 // openLocal opens what put sends: a regular file, or standard input ("-")

@@ -80,7 +80,7 @@ func TestLaneEndToEnd(t *testing.T) {
 	if code := p.wait(t); code != 7 {
 		t.Fatalf("run: exit %d, want 7: %s", code, combined.String())
 	}
-	if got, want := combined.String(), "one\ntwo\nthree\nsema: command terminated with exit code 7\n"; got != want {
+	if got, want := combined.String(), "one\ntwo\nthree\n"; got != want {
 		t.Errorf("run wrote %q, want %q", got, want)
 	}
 
@@ -114,7 +114,7 @@ func TestLaneEndToEnd(t *testing.T) {
 	if code != 0 || out != string(content) {
 		t.Fatalf("cat: exit %d, %d bytes: %s", code, len(out), errOut)
 	}
-	out, _, code = s.sema(t, nil, "fs", "ls", "sub/dir")
+	out, _, code = s.sema(t, nil, "fs", "ls", "-l", "sub/dir")
 	if code != 0 || !strings.Contains(out, "file") || !strings.Contains(out, strconv.Itoa(len(content))) || !strings.Contains(out, "blob.bin") {
 		t.Fatalf("ls: exit %d: %s", code, out)
 	}

@@ -22,7 +22,7 @@ type mcpFlags struct {
 func newMCPCmd() *cobra.Command {
 	var f mcpFlags
 	c := &cobra.Command{
-		Use:   "mcp [--device ID] [--session ID]",
+		Use:   "mcp [--device ID|NAME] [--session ID]",
 		Short: "Serve the device's tools to an MCP client (Claude Code, Cursor, …) on stdio",
 		Long: "mcp serves the Model Context Protocol on stdin and stdout, for an agent's MCP client on\n" +
 			"this machine: the tools run_command, read_file, write_file, list_directory, file_info and\n" +
@@ -35,7 +35,7 @@ func newMCPCmd() *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error { return runMCP(c, f) },
 	}
 	addClientFlags(c, &f.client)
-	c.Flags().StringVar(&f.device, "device", "", "the device the tools act on (default $"+EnvDevice+", else your only device)")
+	c.Flags().StringVar(&f.device, "device", "", "the device the tools act on, by id or name (default $"+EnvDevice+", else your only device)")
 	c.Flags().StringVar(&f.session, "session", "", "the root session id every instruction carries (default a new ses_ id)")
 	return c
 }

@@ -168,3 +168,33 @@ func TestTheMCPInspectorUsesBothFaces(t *testing.T) {
 		})
 	}
 }
+
+// docs/mcp.md runs the Inspector these tests run: every npx line pins the
+// version of e2e/mcpinterop/package.json.
+func TestTheDocsPinTheInspectorTheTestsRun(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(interopDir, "package.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var pkg struct{ Dependencies map[string]string }
+	if err := json.Unmarshal(b, &pkg); err != nil {
+		t.Fatal(err)
+	}
+	pinned := "@modelcontextprotocol/inspector@" + pkg.Dependencies["@modelcontextprotocol/inspector"]
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "mcp.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, line := range strings.Split(string(doc), "\n") {
+		if strings.HasPrefix(line, "npx @modelcontextprotocol/inspector") {
+			n++
+			if !strings.HasPrefix(line, "npx "+pinned+" ") && line != "npx "+pinned {
+				t.Errorf("docs/mcp.md runs %q, not %s", line, pinned)
+			}
+		}
+	}
+	if n == 0 {
+		t.Error("docs/mcp.md runs no Inspector")
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/client"
@@ -57,6 +58,18 @@ func callError(err error) error {
 	return &ExitError{Code: ExitNeverStarted, Err: err}
 }
 
+// neverStartedNote is what a message of a refusal needs to say that the
+// work never started: nothing when it says so already, as the device's
+// messages mostly do.
+func neverStartedNote(msg string) string {
+	for _, says := range []string{"never started", "was not run"} {
+		if strings.Contains(msg, says) {
+			return ""
+		}
+	}
+	return " (it never started)"
+}
+
 // failure turns an outcome that is not the verb's success into an exit
 // (nil for a success arm of wantKind): 254 the lane cancelled it on its
 // own, 130 cancelled (the user's Ctrl-C alone), 125 never started,
@@ -80,11 +93,11 @@ func failure(r client.Result, wantKind protocol.OutcomeKind) error {
 	case o.OK:
 		return fail(ExitLaneFailure, "an unexpected %q outcome", o.Kind)
 	case r.NeverStarted():
-		return fail(ExitNeverStarted, "%s: %s (it never started)", o.ErrorCode, o.Message)
+		return fail(ExitNeverStarted, "%s: %s%s", o.ErrorCode, o.Message, neverStartedNote(o.Message))
 	}
 	switch o.ErrorCode {
 	case protocol.ErrTimeout:
-		return fail(ExitTimeout, "%s: %s", o.ErrorCode, o.Message)
+		return fail(ExitTimeout, "%s: %s (--timeout raises the limit)", o.ErrorCode, o.Message)
 	case protocol.ErrAborted:
 		if r.Interrupted {
 			return fail(ExitCancelled, "%s: %s", o.ErrorCode, o.Message)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"errors"
@@ -12,7 +11,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -23,6 +22,7 @@ import (
 	"github.com/sema-agent/sema/executor"
 	"github.com/sema-agent/sema/executor/sandbox"
 	"github.com/sema-agent/sema/internal/safetext"
+	"github.com/sema-agent/sema/internal/words"
 	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store/sqlite"
@@ -45,8 +45,10 @@ func newQuickstartCmd() *cobra.Command {
 		Long: "quickstart needs nothing else installed. It starts a lane server (SQLite in a temp dir) on\n" +
 			"loopback, enrolls this machine into it and serves it in-process, then shows the lane working:\n" +
 			"a streamed command, a file written and read back, governance reads, each with its latency.\n" +
-			"Then every line you type runs on this machine through the lane, until Ctrl-D (Ctrl-C cancels\n" +
-			"the running command and quits). Everything it created is removed when it ends.\n" +
+			"Then every line you type runs on this machine through the lane (with line editing and history\n" +
+			"on a terminal), until Ctrl-D or exit; Ctrl-C cancels the running command and returns to the\n" +
+			"prompt. Everything it created is removed when it ends, also on SIGINT before the prompt,\n" +
+			"SIGTERM, SIGHUP and SIGPIPE.\n" +
 			"--workspace is the executor's workspace root: where commands run (default the current dir).",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error { return runQuickstart(c, f) },
@@ -54,21 +56,24 @@ func newQuickstartCmd() *cobra.Command {
 	c.Flags().BoolVar(&f.noPrompt, "no-prompt", false, "run the demonstration and exit")
 	c.Flags().StringVar(&f.workspace, "workspace", ".", "the executor's workspace root")
 	c.Flags().StringVar(&f.listen, "listen", "127.0.0.1:0", "the lane server's address")
-	c.Flags().DurationVar(&f.timeout, "timeout", 5*time.Minute, "the time limit of each typed command")
+	c.Flags().DurationVar(&f.timeout, "timeout", client.DefaultCommandTimeout, "the time limit of each typed command")
 	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "show the lane's and the executor's logs")
 	return c
 }
 
 // quickstart is one run: everything it started, to be stopped in reverse.
 type quickstart struct {
-	c       *cobra.Command
-	f       quickstartFlags
-	tmp     string
-	log     *slog.Logger
-	cleanup []func()
-	api     *client.Client
-	key     string // the throwaway API key of api
-	dev     api.Device
+	c    *cobra.Command // its context ends when quickstart must end
+	quit context.CancelFunc
+	// interrupt, when not nil, takes a Ctrl-C instead of quit (see prompt).
+	interrupt atomic.Pointer[func()]
+	f         quickstartFlags
+	tmp       string
+	log       *slog.Logger
+	cleanup   []func()
+	api       *client.Client
+	key       string // the throwaway API key of api
+	dev       api.Device
 }
 
 func (q *quickstart) onClose(f func()) { q.cleanup = append(q.cleanup, f) }
@@ -110,6 +115,11 @@ func runQuickstart(c *cobra.Command, f quickstartFlags) error {
 	}
 	q.onClose(func() { os.RemoveAll(tmp) })
 	defer q.close()
+	// The signals are quickstart's own, so that its temp dir (with a
+	// device key in it) goes whatever ends it; Ctrl-C at the prompt only
+	// cancels the command that runs.
+	stop := q.handleSignals()
+	defer stop()
 	fmt.Fprintln(Stdout, "sema quickstart: a lane server and an executor for this machine, on loopback.")
 	fmt.Fprintln(Stdout)
 	if err := q.start(ws); err != nil {
@@ -262,7 +272,7 @@ func (q *quickstart) demonstrate() error {
 	command := `echo "hello from $(uname -sn)"; for i in 1 2 3; do echo "tick $i"; sleep 0.05; done; echo "(this line is stderr)" >&2`
 	err := q.step("execStream", func() (string, error) {
 		out := &prefixWriter{w: Stdout, prefix: "                 │ "}
-		_, err := execStream(q.c, q.api, q.dev.DeviceID, command, "", 30*time.Second, out, out, nil)
+		_, err := execStream(ctx, q.api, q.dev.DeviceID, execCommand(command, 30*time.Second), execOutput{stdout: out, stderr: out})
 		out.flush()
 		if err != nil {
 			return "", err
@@ -293,7 +303,7 @@ func (q *quickstart) demonstrate() error {
 			if err != nil {
 				return "", err
 			}
-			return fmt.Sprintf("%d bytes, atomically; receipt: %s inode %s", len(content), o.CanonicalPath, o.Inode), nil
+			return fmt.Sprintf("%s, atomically; receipt: %s inode %s", words.Bytes(len(content)), o.CanonicalPath, o.Inode), nil
 		}},
 		{"readBinaryFile", func() (string, error) {
 			var got bytes.Buffer
@@ -307,7 +317,7 @@ func (q *quickstart) demonstrate() error {
 			if !bytes.Equal(got.Bytes(), content) {
 				return "", fmt.Errorf("read back %q, wrote %q", got.Bytes(), content)
 			}
-			return fmt.Sprintf("%d bytes, identical to what was written", got.Len()), nil
+			return fmt.Sprintf("%s, identical to what was written", words.Bytes(got.Len())), nil
 		}},
 		{"canonicalPath", func() (string, error) {
 			o, err := run(protocol.KindCanonicalPath, protocol.PathArgs{Path: file}, nil, protocol.OutcomeStat, nil)
@@ -359,63 +369,6 @@ there), and serve:
     sema device enroll --server http://THIS-HOST:8420 --token set_… --workspace ~
     sema device serve            (or, to keep it running: sema device service install --now)
 `, EnvAPIKey, shellQuote(keyFile))
-}
-
-// prompt runs every line typed through the lane until EOF.
-func (q *quickstart) prompt() error {
-	ctx := q.c.Context()
-	fmt.Fprintln(Stdout, "\nType a command to run it on this machine through the lane; Ctrl-D quits.")
-	lines := make(chan string)
-	stop := make(chan struct{})
-	defer close(stop)
-	go func() { // ends at EOF, or with the prompt once it has a line to hand over
-		defer close(lines)
-		sc := bufio.NewScanner(Stdin)
-		for sc.Scan() {
-			select {
-			case lines <- sc.Text():
-			case <-stop:
-				return
-			}
-		}
-	}()
-	for {
-		fmt.Fprint(Stdout, "sema> ")
-		var line string
-		var ok bool
-		select {
-		case line, ok = <-lines:
-		case <-ctx.Done():
-			fmt.Fprintln(Stdout)
-			return nil
-		}
-		if !ok {
-			fmt.Fprintln(Stdout)
-			return nil
-		}
-		line = strings.TrimSpace(line)
-		switch line {
-		case "":
-			continue
-		case "exit", "quit":
-			return nil
-		}
-		start := time.Now()
-		_, err := execStream(q.c, q.api, q.dev.DeviceID, line, "", q.f.timeout, Stdout, Stderr, newWaitNotice())
-		ms := float64(time.Since(start).Microseconds()) / 1000
-		var ee *ExitError
-		switch {
-		case err == nil:
-			fmt.Fprintf(Stdout, "[exit 0 · %.1f ms]\n", ms)
-		case errors.As(err, &ee) && strings.HasPrefix(ee.Err.Error(), "command terminated"):
-			fmt.Fprintf(Stdout, "[exit %d · %.1f ms]\n", ee.Code, ms)
-		default:
-			fmt.Fprintf(Stdout, "[%s · %.1f ms]\n", safetext.String(err.Error()), ms)
-		}
-		if ctx.Err() != nil {
-			return nil
-		}
-	}
 }
 
 // prefixWriter indents streamed output, line by line, as it comes.

@@ -2,9 +2,11 @@ package cli_test
 
 import (
 	"bytes"
+	"io"
 	"os"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sema-agent/sema/cmd/sema/cli"
@@ -89,4 +91,44 @@ func TestQuickstartBinary(t *testing.T) {
 		t.Fatalf("exit %d:\n%s\n%s", code, p.stdout, p.stderr)
 	}
 	checkQuickstart(t, p.stdout.String(), tmp)
+}
+
+// At the prompt, Ctrl-C (SIGINT) cancels the running command and the
+// prompt comes back; typed while idle, it shows a new prompt. SIGTERM,
+// SIGHUP and SIGPIPE end quickstart, and its temp dir (with the device's
+// key in it) is gone.
+func TestQuickstartSignals(t *testing.T) {
+	for _, end := range []syscall.Signal{syscall.SIGHUP, syscall.SIGTERM, syscall.SIGPIPE} {
+		t.Run(end.String(), func(t *testing.T) {
+			tmp := t.TempDir()
+			in, typed, err := os.Pipe() // a file: the child reads it itself
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { in.Close(); typed.Close() })
+			p := startProc(t, []string{"TMPDIR=" + tmp}, in, "quickstart")
+			prompts := func() int { return strings.Count(p.stdout.String(), "sema> ") }
+			waitFor(t, "the prompt", func() bool { return prompts() == 1 })
+			if end == syscall.SIGHUP {
+				io.WriteString(typed, "echo started; exec sleep 30\n")
+				waitFor(t, "the command to start", func() bool { return strings.Contains(p.stdout.String(), "started\n") })
+				p.cmd.Process.Signal(syscall.SIGINT)
+				waitFor(t, "the prompt after Ctrl-C", func() bool { return prompts() == 2 })
+				if out := p.stdout.String(); !strings.Contains(out, "[cancelled") {
+					t.Fatalf("Ctrl-C did not cancel the command:\n%s", out)
+				}
+				p.cmd.Process.Signal(syscall.SIGINT)
+				waitFor(t, "a new prompt after an idle Ctrl-C", func() bool { return prompts() == 3 })
+				io.WriteString(typed, "echo after\n")
+				waitFor(t, "the next command", func() bool { return strings.Contains(p.stdout.String(), "after\n[exit 0") })
+			}
+			p.cmd.Process.Signal(end)
+			if code := p.wait(t); code != 0 {
+				t.Fatalf("%v: exit %d:\n%s\n%s", end, code, p.stdout, p.stderr)
+			}
+			if left, _ := os.ReadDir(tmp); len(left) != 0 {
+				t.Errorf("%v left %v in %s", end, left, tmp)
+			}
+		})
+	}
 }

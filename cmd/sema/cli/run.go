@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -19,17 +20,22 @@ type runFlags struct {
 	device  string
 	timeout time.Duration
 	cwd     string
+	env     []string
 	noStdin bool
+	verbose bool
+	json    bool
 }
 
 func newRunCmd() *cobra.Command {
 	var f runFlags
 	c := &cobra.Command{
-		Use:   "run [--device ID] [--timeout 30s] [--cwd DIR] [-n] -- COMMAND…",
+		Use:   "run [flags] COMMAND [ARG…]",
 		Short: "Run a command on a device through the lane, streaming its output, with its exit code",
 		Long: "run sends COMMAND (its words joined by spaces, run by the device's /bin/sh -c, as ssh does)\n" +
 			"to the device as execStream, writes its stdout and stderr here as they come, and exits with\n" +
 			"the command's exit code. Ctrl-C cancels it on the device and waits for the confirmation.\n" +
+			"sema's own flags come before the command: every word from the first word of the command on\n" +
+			"belongs to the command (sema run uname -a); -- before the command is accepted too.\n" +
 			"A relative --cwd is taken from the device's workspace root.\n\n" +
 			"stdin: when it is not a terminal (a pipe, a file), run reads it to its end first, uploads it to\n" +
 			"a temporary file on the device and runs the command with that file as its stdin; the file is\n" +
@@ -50,23 +56,48 @@ func newRunCmd() *cobra.Command {
 			"    2  usage (an unknown command or flag included)",
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				return usageError{errors.New("run needs a command after --")}
+				return usageError{errors.New("run needs a command")}
 			}
 			return nil
 		},
 		RunE: func(c *cobra.Command, args []string) error { return runRun(c, f, args) },
 	}
+	// Flags end at the command's first word, as ssh's do.
+	c.Flags().SetInterspersed(false)
 	addClientFlags(c, &f.client)
-	c.Flags().StringVar(&f.device, "device", "", "the device id (default $"+EnvDevice+", else your only device)")
-	c.Flags().DurationVar(&f.timeout, "timeout", 30*time.Second, "the device kills the command after this")
+	addDeviceFlag(c, &f.device)
+	c.Flags().DurationVar(&f.timeout, "timeout", client.DefaultCommandTimeout, "the device kills the command after this")
 	c.Flags().StringVar(&f.cwd, "cwd", "", "the working directory on the device (default its workspace root)")
+	c.Flags().StringArrayVar(&f.env, "env", nil, "set the variable K to V in the command's environment (K=V, repeatable)")
 	c.Flags().BoolVarP(&f.noStdin, "no-stdin", "n", false, "do not read stdin (the command's stdin is /dev/null)")
+	c.Flags().BoolVarP(&f.verbose, "verbose", "v", false, "say it on stderr when the command exits non-zero")
+	c.Flags().BoolVar(&f.json, "json", false, "print the lane's NDJSON events (accepted, chunks, outcome) as they come, instead of the output")
 	return c
+}
+
+// shellEnv parses --env's K=V pairs; a later K wins.
+func shellEnv(pairs []string) (map[string]string, error) {
+	if len(pairs) == 0 {
+		return nil, nil
+	}
+	env := make(map[string]string, len(pairs))
+	for _, p := range pairs {
+		k, v, ok := strings.Cut(p, "=")
+		if !ok || k == "" {
+			return nil, usageError{fmt.Errorf("--env %q: want K=V", p)}
+		}
+		env[k] = v
+	}
+	return env, nil
 }
 
 func runRun(c *cobra.Command, f runFlags, args []string) error {
 	if f.timeout < time.Millisecond {
 		return usageError{fmt.Errorf("--timeout %v is too short", f.timeout)}
+	}
+	env, err := shellEnv(f.env)
+	if err != nil {
+		return err
 	}
 	lc, err := f.client.client()
 	if err != nil {
@@ -90,30 +121,59 @@ func runRun(c *cobra.Command, f runFlags, args []string) error {
 		defer in.remove()
 		command = in.wrap(command)
 	}
-	_, err = execStream(c, lc, dev.DeviceID, command, cwd, f.timeout, Stdout, Stderr, newWaitNotice())
+	in := api.InstructionRequest{
+		Kind: protocol.KindExecStream, Args: protocol.CommandArgs{Command: command}, Cwd: cwd, ShellEnv: env, TimeoutMs: f.timeout.Milliseconds(),
+	}
+	var events io.Writer
+	if f.json {
+		events = Stdout
+	}
+	_, err = execStream(c.Context(), lc, dev.DeviceID, in, execOutput{stdout: Stdout, stderr: Stderr, events: events, notice: newWaitNotice()})
+	var ee *ExitError
+	if f.verbose && errors.As(err, &ee) {
+		ee.Quiet = false
+	}
 	return err
 }
 
-// execStream runs one command through the lane, copying its output to
-// stdout and stderr as it comes; the error carries the exit code (nil for
-// exit 0). notice, when not nil, tells the terminal why it is silent.
-func execStream(c *cobra.Command, lc *client.Client, deviceID, command, cwd string, timeout time.Duration, stdout, stderr io.Writer, notice *waitNotice) (client.Result, error) {
+// execCommand is the execStream instruction of a command with no cwd and
+// no environment of its own.
+func execCommand(command string, timeout time.Duration) api.InstructionRequest {
+	return api.InstructionRequest{Kind: protocol.KindExecStream, Args: protocol.CommandArgs{Command: command}, TimeoutMs: timeout.Milliseconds()}
+}
+
+// execOutput is where execStream writes: the command's stdout and stderr,
+// or, when events is not nil, the lane's event lines instead. notice, when
+// not nil, tells the terminal why it is silent.
+type execOutput struct {
+	stdout, stderr, events io.Writer
+	notice                 *waitNotice
+}
+
+// execStream runs one execStream instruction through the lane, copying its
+// output as it comes; the error carries the exit code (nil for exit 0),
+// and is Quiet when that code is the command's own.
+func execStream(ctx context.Context, lc *client.Client, deviceID string, in api.InstructionRequest, out execOutput) (client.Result, error) {
+	notice, stderr := out.notice, out.stderr
 	defer notice.end()
-	res, err := instruct(c.Context(), lc, deviceID, api.InstructionRequest{
-		Kind: protocol.KindExecStream, Args: protocol.CommandArgs{Command: command}, Cwd: cwd, TimeoutMs: timeout.Milliseconds(),
-	}, client.Sink{
+	sink := client.Sink{
 		Accepted:   notice.accepted,
 		Cancelling: notice.cancelling,
 		Chunk: func(kind protocol.ChunkKind, data []byte) error {
 			notice.beforeOutput()
-			w := stdout
+			w := out.stdout
 			if kind == protocol.ChunkStderr {
 				w = stderr
 			}
 			w.Write(data) // a closed terminal must not stop the stream: the outcome still matters
 			return nil
 		},
-	})
+	}
+	if out.events != nil {
+		sink.Chunk = func(protocol.ChunkKind, []byte) error { notice.beforeOutput(); return nil }
+		sink.Line = func(line []byte) { out.events.Write(line) }
+	}
+	res, err := instruct(ctx, lc, deviceID, in, sink)
 	notice.end()
 	if err != nil {
 		return res, err
@@ -129,11 +189,13 @@ func execStream(c *cobra.Command, lc *client.Client, deviceID, command, cwd stri
 		return res, &ExitError{Code: ExitLaneFailure, Err: errors.New("the exec outcome carries no exit code")}
 	}
 	if code := *o.ExitCode; code != 0 {
-		if code < 0 || code > 255 {
+		own := code > 0 && code <= 255
+		if !own {
 			code = ExitLaneFailure
 		}
-		// As kubectl exec does, one line says why sema exits non-zero.
-		return res, &ExitError{Code: code, Err: fmt.Errorf("command terminated with exit code %d", *o.ExitCode)}
+		// As ssh does, the command's own exit code says enough; -v says it
+		// in words too, as kubectl exec does.
+		return res, &ExitError{Code: code, Err: fmt.Errorf("command terminated with exit code %d", *o.ExitCode), Quiet: own}
 	}
 	return res, nil
 }
@@ -145,7 +207,7 @@ func execStream(c *cobra.Command, lc *client.Client, deviceID, command, cwd stri
 func refusedToStart(err error) error {
 	var ee *ExitError
 	if errors.As(err, &ee) && ee.Code == ExitFailure {
-		return &ExitError{Code: ExitNeverStarted, Err: fmt.Errorf("%w (it never started)", ee.Err)}
+		return &ExitError{Code: ExitNeverStarted, Err: fmt.Errorf("%w%s", ee.Err, neverStartedNote(ee.Err.Error()))}
 	}
 	return err
 }

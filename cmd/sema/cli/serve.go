@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"time"
 
-	semaversion "github.com/sema-agent/sema/internal/version"
-
 	"github.com/spf13/cobra"
 
 	"github.com/sema-agent/sema/device"
@@ -144,6 +142,3 @@ func runServe(c *cobra.Command, f serveFlags) error {
 	}
 	return err
 }
-
-// version is the module version the binary was built from, or "dev".
-func version() string { return semaversion.String() }
