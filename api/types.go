@@ -39,6 +39,7 @@ const (
 	CodeLengthRequired      = "request.length_required"
 	CodeBodyTimeout         = "request.body_timeout"
 	CodeForbidden           = "auth.forbidden"
+	CodeUnauthorized        = "auth.unauthorized"
 	CodeOriginForbidden     = "auth.origin_forbidden"
 	CodeAPIKeyLimit         = "api_key.limit_reached"
 	CodeEnrollmentInvalid   = "device.enrollment_invalid"

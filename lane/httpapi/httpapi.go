@@ -134,6 +134,25 @@ func callerOf(ctx context.Context) store.Identity {
 // authenticated resolves "Authorization: Bearer <api key>" to an identity,
 // or answers 403 auth.forbidden. The key is looked up by its digest only.
 func (s *API) authenticated(h http.HandlerFunc) http.HandlerFunc {
+	return s.authenticatedOr(func(message string) *apiError {
+		return errorf(http.StatusForbidden, api.CodeForbidden, "%s", message)
+	}, h)
+}
+
+// bearerChallenged is authenticated for the MCP endpoint: a missing or
+// unknown key is 401 with WWW-Authenticate: Bearer, as the MCP
+// authorization spec and its clients expect.
+func (s *API) bearerChallenged(h http.HandlerFunc) http.HandlerFunc {
+	return s.authenticatedOr(func(message string) *apiError {
+		e := errorf(http.StatusUnauthorized, api.CodeUnauthorized, "%s", message)
+		e.challenge = `Bearer realm="sema", error="invalid_token"`
+		return e
+	}, h)
+}
+
+// authenticatedOr is authenticated with refuse making the refusal of a
+// request without a valid key.
+func (s *API) authenticatedOr(refuse func(message string) *apiError, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		r, aerr := s.verifyHop(r)
 		if aerr != nil {
@@ -142,18 +161,18 @@ func (s *API) authenticated(h http.HandlerFunc) http.HandlerFunc {
 		}
 		key, ok := bearer(r)
 		if !ok {
-			writeError(w, errorf(http.StatusForbidden, api.CodeForbidden, "a verified identity is required: send Authorization: Bearer <api key>"))
+			writeError(w, refuse("a verified identity is required: send Authorization: Bearer <api key>"))
 			return
 		}
 		if !plausibleAPIKey(r) {
 			// Not the shape of a key: refused without asking the registry.
-			writeError(w, errorf(http.StatusForbidden, api.CodeForbidden, "the API key is not valid"))
+			writeError(w, refuse("the API key is not valid"))
 			return
 		}
 		idn, err := s.store.IdentityByAPIKey(r.Context(), store.DigestOf(key))
 		switch {
 		case errors.Is(err, store.ErrNotFound):
-			writeError(w, errorf(http.StatusForbidden, api.CodeForbidden, "the API key is not valid"))
+			writeError(w, refuse("the API key is not valid"))
 			return
 		case err != nil:
 			s.unavailable(w, r, "authenticate", err)

@@ -19,6 +19,8 @@ type apiError struct {
 	retryAfter time.Duration
 	// written: the answer has been sent already (busy answers at once).
 	written bool
+	// challenge, when set, is sent as WWW-Authenticate.
+	challenge string
 }
 
 func (e *apiError) Error() string { return e.Code + ": " + e.Message }
@@ -63,6 +65,9 @@ func writeBody(w http.ResponseWriter, status int, b []byte) {
 func writeError(w http.ResponseWriter, e *apiError) {
 	if e.written {
 		return
+	}
+	if e.challenge != "" {
+		w.Header().Set("WWW-Authenticate", e.challenge)
 	}
 	if e.retryAfter > 0 {
 		w.Header().Set("Retry-After", strconv.FormatInt(retryAfterSeconds(e.retryAfter), 10))

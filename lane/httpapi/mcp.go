@@ -24,8 +24,8 @@ const inProcessBase = "http://lane.in-process"
 
 // mcpHandler is the MCP path: the MCP tools of package mcp over Streamable
 // HTTP, stateless (any replica can answer any request), one server for
-// every request. The caller's API key is checked first (403 auth.forbidden
-// as on every endpoint); then the request's Conn goes to the tools in its
+// every request. The caller's API key is checked first (401 with
+// WWW-Authenticate: Bearer, as MCP clients expect); then the request's Conn goes to the tools in its
 // token info: the tools call the lane's own HTTP API (self) in process
 // with the caller's API key, so every rule of that API — ownership,
 // refusals, the session binding of §9, the content budget — applies to
@@ -51,7 +51,7 @@ func (s *API) mcpHandler(self http.Handler) http.HandlerFunc {
 		}
 		return mcp.TokenInfo(callerOf(r.Context()).ID, &mcp.Conn{Lane: lc, Device: q.Get("device"), Session: session, Request: r.Context()}), nil
 	}
-	return s.allowedOrigin(s.authenticated(s.mcpBodies(auth.RequireBearerToken(conn, nil)(h).ServeHTTP)))
+	return s.allowedOrigin(s.bearerChallenged(s.mcpBodies(auth.RequireBearerToken(conn, nil)(h).ServeHTTP)))
 }
 
 // allowedOrigin refuses a request whose Origin header is present and not

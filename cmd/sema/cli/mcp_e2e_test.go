@@ -151,8 +151,10 @@ func TestMCPOverHTTPRefusesAnUnknownKey(t *testing.T) {
 	}
 	b, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
-	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), `"auth.forbidden"`) {
-		t.Fatalf("%d %s", resp.StatusCode, b)
+	// The MCP authorization spec's answer: 401 with a Bearer challenge.
+	if resp.StatusCode != http.StatusUnauthorized || !strings.Contains(string(b), `"auth.unauthorized"`) ||
+		!strings.HasPrefix(resp.Header.Get("WWW-Authenticate"), "Bearer") {
+		t.Fatalf("%d %q %s", resp.StatusCode, resp.Header.Get("WWW-Authenticate"), b)
 	}
 	if _, err := mcpHTTP(t, s, "sema_not-a-key", ""); err == nil {
 		t.Fatal("the SDK's client connected with an unknown key")
