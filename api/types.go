@@ -42,6 +42,9 @@ const (
 	CodeUnauthorized        = "auth.unauthorized"
 	CodeOriginForbidden     = "auth.origin_forbidden"
 	CodeAPIKeyLimit         = "api_key.limit_reached"
+	CodeNameTaken           = "identity.name_taken"
+	CodeAdminNotDisabled    = "identity.admin"
+	CodeIdentityNotFound    = "identity.not_found"
 	CodeEnrollmentInvalid   = "device.enrollment_invalid"
 	CodeDeviceNotFound      = "device.not_found"
 	CodeInstructionNotFound = "instruction.not_found"
@@ -221,6 +224,9 @@ type Identity struct {
 	Name       string `json:"name"`
 	CreatedAt  string `json:"createdAt"`
 	Admin      bool   `json:"admin"`
+	// DisabledAt is set while the identity is disabled: its keys are
+	// refused (POST /v1/identities/{id}/disable, /enable).
+	DisabledAt string `json:"disabledAt,omitempty"`
 }
 
 // IdentityList is the answer of GET /v1/identities. Identities is never

@@ -65,3 +65,23 @@ func (c *Client) Rebind(ctx context.Context, rootSessionID, deviceID string) (ap
 	err := c.call(ctx, http.MethodPost, "/v1/sessions/"+url.PathEscape(rootSessionID)+"/rebind", api.RebindRequest{DeviceID: deviceID}, &out)
 	return out, err
 }
+
+// WhoAmI is the caller's own identity (GET /v1/whoami).
+func (c *Client) WhoAmI(ctx context.Context) (api.Identity, error) {
+	var out api.Identity
+	err := c.call(ctx, http.MethodGet, "/v1/whoami", nil, &out)
+	return out, err
+}
+
+// SetIdentityDisabled disables an identity, whose keys are then refused at
+// once, or enables it again (POST /v1/identities/{id}/disable, /enable;
+// the admin's right).
+func (c *Client) SetIdentityDisabled(ctx context.Context, id string, disabled bool) (api.Identity, error) {
+	verb := "enable"
+	if disabled {
+		verb = "disable"
+	}
+	var out api.Identity
+	err := c.call(ctx, http.MethodPost, "/v1/identities/"+url.PathEscape(id)+"/"+verb, struct{}{}, &out)
+	return out, err
+}

@@ -33,8 +33,10 @@ const (
 
 // Identities, keys and sessions, written by the HTTP API.
 const (
-	EventIdentityCreated EventName = "identity.created"
-	EventAPIKeyCreated   EventName = "api_key.created"
-	EventAPIKeyRevoked   EventName = "api_key.revoked"
-	EventSessionRebound  EventName = "session.rebound" // an explicit rebind (§9)
+	EventIdentityCreated  EventName = "identity.created"
+	EventIdentityDisabled EventName = "identity.disabled"
+	EventIdentityEnabled  EventName = "identity.enabled"
+	EventAPIKeyCreated    EventName = "api_key.created"
+	EventAPIKeyRevoked    EventName = "api_key.revoked"
+	EventSessionRebound   EventName = "session.rebound" // an explicit rebind (§9)
 )

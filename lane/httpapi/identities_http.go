@@ -51,6 +51,10 @@ func (s *API) createIdentity(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	idn, key, err := lane.CreateIdentity(r.Context(), s.store, f["name"])
+	if errors.Is(err, store.ErrNameTaken) {
+		writeError(w, errorf(http.StatusConflict, api.CodeNameTaken, "an identity named %q exists already; names are unique on a lane", clip(f["name"])))
+		return
+	}
 	if err != nil {
 		s.unavailable(w, r, "create identity", err)
 		return
@@ -68,9 +72,49 @@ func (s *API) listIdentities(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]api.Identity, 0, len(all))
 	for _, idn := range all {
-		out = append(out, api.Identity{IdentityID: idn.ID, Name: idn.Name, CreatedAt: api.WireTime(idn.CreatedAt), Admin: idn.Admin})
+		out = append(out, identityView(idn))
 	}
 	writeJSON(w, http.StatusOK, api.IdentityList{Identities: out})
+}
+
+func identityView(idn store.Identity) api.Identity {
+	v := api.Identity{IdentityID: idn.ID, Name: idn.Name, CreatedAt: api.WireTime(idn.CreatedAt), Admin: idn.Admin}
+	if idn.DisabledAt != nil {
+		v.DisabledAt = api.WireTime(*idn.DisabledAt)
+	}
+	return v
+}
+
+// setIdentityDisabled is POST /v1/identities/{id}/disable (disabled) or
+// /enable, admin only, with an empty closed body: a disabled identity's
+// keys are refused from its next request on; its devices and sessions
+// stay. The admin cannot be disabled (409 identity.admin).
+func (s *API) setIdentityDisabled(disabled bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if _, aerr := readClosedBody(r, nil, true); aerr != nil {
+			writeError(w, aerr)
+			return
+		}
+		id := r.PathValue("id")
+		idn, err := s.store.SetIdentityDisabled(r.Context(), id, disabled)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			writeError(w, errorf(http.StatusNotFound, api.CodeIdentityNotFound, "no identity %q on this lane", clip(id)))
+			return
+		case errors.Is(err, store.ErrAdminNotDisabled):
+			writeError(w, errorf(http.StatusConflict, api.CodeAdminNotDisabled, "the admin identity cannot be disabled: the lane would have no admin"))
+			return
+		case err != nil:
+			s.unavailable(w, r, "disable identity", err)
+			return
+		}
+		event := lane.EventIdentityEnabled
+		if disabled {
+			event = lane.EventIdentityDisabled
+		}
+		s.audit(r.Context(), store.AuditEvent{IdentityID: idn.ID, Event: string(event), RemoteAddr: lane.RemoteAddr(r)})
+		writeJSON(w, http.StatusOK, identityView(idn))
+	}
 }
 
 // createAPIKey is POST /v1/api-keys with an empty closed body: another key
@@ -160,4 +204,10 @@ func readClosedBody(r *http.Request, fields []bodyField, allowEmpty bool) (map[s
 		return nil, aerr
 	}
 	return parseClosedBody(body, fields, allowEmpty)
+}
+
+// whoami is GET /v1/whoami: the caller's own identity, as the admin's list
+// shows it.
+func (s *API) whoami(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, identityView(callerOf(r.Context())))
 }

@@ -27,6 +27,10 @@ type Store interface {
 	// unless the registry has one: then ErrAdminExists, also when another
 	// process creates one at the same moment (exactly one of them does).
 	CreateAdminIdentity(ctx context.Context, name string) (Identity, error)
+	// SetIdentityDisabled disables an identity, whose keys are then
+	// refused at once, or enables it again; ErrNotFound if there is none,
+	// ErrAdminNotDisabled for the admin.
+	SetIdentityDisabled(ctx context.Context, id string, disabled bool) (Identity, error)
 	// ListIdentities returns every identity, oldest first.
 	ListIdentities(ctx context.Context) ([]Identity, error)
 	// CreateAPIKey stores the digest of a new API key for an identity.
@@ -181,6 +185,9 @@ type Identity struct {
 	// Admin marks the lane's admin: it may create and list identities and
 	// revoke any identity's API key.
 	Admin bool
+	// DisabledAt is when the identity was disabled: none of its keys is
+	// accepted while it is set. Nil when enabled.
+	DisabledAt *time.Time
 }
 
 // APIKey is the stored side of an API key: never its text.
@@ -328,6 +335,10 @@ var (
 	ErrLeaseHeld = errors.New("store: the connection lease is held by another connection")
 	ErrLeaseLost = errors.New("store: the connection lease is no longer held")
 	ErrRevoked   = errors.New("store: the device is revoked")
+	// ErrNameTaken refuses an identity named as another is.
+	ErrNameTaken = errors.New("store: another identity has that name")
+	// ErrAdminNotDisabled refuses disabling the admin (the lane would have none).
+	ErrAdminNotDisabled = errors.New("store: the admin identity cannot be disabled")
 	// ErrAdminExists refuses a second admin identity.
 	ErrAdminExists = errors.New("store: the registry has an admin identity already")
 	// ErrLastAdminKey refuses revoking the admin's last API key.

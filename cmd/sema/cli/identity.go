@@ -78,7 +78,7 @@ func newIdentityCmd() *cobra.Command {
 			return usageError{errors.New("identity needs a subcommand: create or list")}
 		},
 	}
-	c.AddCommand(newIdentityCreateCmd(), newIdentityListCmd())
+	c.AddCommand(newIdentityCreateCmd(), newIdentityListCmd(), newIdentityStateCmd(true), newIdentityStateCmd(false))
 	return c
 }
 
@@ -110,16 +110,19 @@ func newIdentityCreateCmd() *cobra.Command {
 }
 
 func newIdentityListCmd() *cobra.Command {
-	return newTableCmd("list", "List every identity of the lane", "", "IDENTITY\tNAME\tADMIN\tCREATED",
+	return newTableCmd("list", "List every identity of the lane", "", "IDENTITY\tNAME\tADMIN\tCREATED\tSTATE",
 		func(ctx context.Context, lc *client.Client) (any, [][]string, error) {
 			all, err := lc.Identities(ctx)
 			rows := make([][]string, 0, len(all))
 			for _, idn := range all {
-				admin := "-"
+				admin, state := "-", "enabled"
 				if idn.Admin {
 					admin = "admin"
 				}
-				rows = append(rows, []string{idn.IdentityID, idn.Name, admin, idn.CreatedAt})
+				if idn.DisabledAt != "" {
+					state = "disabled since " + idn.DisabledAt
+				}
+				rows = append(rows, []string{idn.IdentityID, idn.Name, admin, idn.CreatedAt, state})
 			}
 			return api.IdentityList{Identities: all}, rows, err
 		})
@@ -157,4 +160,55 @@ func newTableCmd(use, short, long, header string, fetch func(context.Context, *c
 	}
 	addKeyCmdFlags(c, &f)
 	return c
+}
+
+// newIdentityStateCmd is `sema identity disable` (disable) or `enable`.
+func newIdentityStateCmd(disable bool) *cobra.Command {
+	verb, short := "enable", "Enable a disabled identity again: its keys work again"
+	if disable {
+		verb, short = "disable", "Disable an identity: every key of it is refused from its next request on (its devices stay)"
+	}
+	var f keyCmdFlags
+	c := &cobra.Command{
+		Use:   verb + " NAME|ID",
+		Short: short,
+		Long:  short + ". The admin's right; the admin itself cannot be disabled.",
+		Args:  cobra.ExactArgs(1),
+		RunE: withKeyClient(&f, func(c *cobra.Command, lc *client.Client, args []string) error {
+			id, err := identityID(c.Context(), lc, args[0])
+			if err != nil {
+				return err
+			}
+			idn, err := lc.SetIdentityDisabled(c.Context(), id, disable)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				printAnswerJSON(idn)
+				return nil
+			}
+			fmt.Fprintf(Stdout, "%sd %s (%s)\n", verb, safetext.String(idn.Name), safetext.String(idn.IdentityID))
+			return nil
+		}),
+	}
+	addKeyCmdFlags(c, &f)
+	return c
+}
+
+// identityID is arg when it is an identity id, else the id of the identity
+// named arg (names are unique on a lane).
+func identityID(ctx context.Context, lc *client.Client, arg string) (string, error) {
+	if strings.HasPrefix(arg, "idn_") {
+		return arg, nil
+	}
+	all, err := lc.Identities(ctx)
+	if err != nil {
+		return "", err
+	}
+	for _, idn := range all {
+		if idn.Name == arg {
+			return idn.IdentityID, nil
+		}
+	}
+	return "", usageError{fmt.Errorf("no identity named %q on this lane (sema identity list)", arg)}
 }

@@ -88,3 +88,39 @@ func TestTheAdminSurvivesARestart(t *testing.T) {
 		t.Fatalf("identity list after a restart: exit %d\n%s%s", code, list, errOut)
 	}
 }
+
+// Identities have a lifecycle: names are unique, an identity can be
+// disabled (its keys refused at once) and enabled again, the admin never
+// disabled, and whoami names the caller.
+func TestIdentityLifecycle(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	bobKey, _, code := s.sema(t, nil, "identity", "create", "bob")
+	if code != 0 {
+		t.Fatal("identity create bob")
+	}
+	bobKey = strings.TrimSpace(bobKey)
+	if _, errOut, code := s.sema(t, nil, "identity", "create", "bob"); code == 0 || !strings.Contains(errOut, "identity.name_taken") {
+		t.Fatalf("a second bob: exit %d %s", code, errOut)
+	}
+	if out, errOut, code := s.semaAs(t, bobKey, nil, "whoami"); code != 0 || !strings.Contains(out, `"bob"`) {
+		t.Fatalf("whoami as bob: exit %d %q %s", code, out, errOut)
+	}
+	if out, errOut, code := s.sema(t, nil, "identity", "disable", "bob"); code != 0 || !strings.HasPrefix(out, "disabled bob") {
+		t.Fatalf("disable bob: exit %d %q %s", code, out, errOut)
+	}
+	if _, errOut, code := s.semaAs(t, bobKey, nil, "apikey", "list"); code == 0 || !strings.Contains(errOut, "auth.forbidden") {
+		t.Fatalf("a disabled identity's key: exit %d %s", code, errOut)
+	}
+	if out, _, _ := s.sema(t, nil, "identity", "list"); !strings.Contains(lineWith(out, "bob"), "disabled since") {
+		t.Errorf("identity list does not say bob is disabled:\n%s", out)
+	}
+	if _, errOut, code := s.sema(t, nil, "identity", "enable", "bob"); code != 0 {
+		t.Fatalf("enable bob: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := s.semaAs(t, bobKey, nil, "apikey", "list"); code != 0 {
+		t.Fatalf("bob's key after enable: exit %d %s", code, errOut)
+	}
+	if _, errOut, code := s.sema(t, nil, "identity", "disable", "admin"); code == 0 || !strings.Contains(errOut, "identity.admin") {
+		t.Fatalf("disabling the admin: exit %d %s", code, errOut)
+	}
+}

@@ -202,12 +202,13 @@ type whoamiFlags struct {
 
 // whoami is what `sema whoami --json` prints.
 type whoami struct {
-	Server   string `json:"server"`
-	KeyFrom  string `json:"keyFrom"`
-	Admin    bool   `json:"admin"`
-	Identity string `json:"identity,omitempty"` // the admin's name; the lane names no other caller
-	APIKeys  int    `json:"apiKeys"`            // the identity's keys that are not revoked
-	Devices  int    `json:"devices"`            // its devices that are not revoked
+	Server     string `json:"server"`
+	KeyFrom    string `json:"keyFrom"`
+	Admin      bool   `json:"admin"`
+	Identity   string `json:"identity"`   // the identity's name
+	IdentityID string `json:"identityId"` // idn_…
+	APIKeys    int    `json:"apiKeys"`    // the identity's keys that are not revoked
+	Devices    int    `json:"devices"`    // its devices that are not revoked
 }
 
 func newWhoamiCmd() *cobra.Command {
@@ -249,27 +250,16 @@ func runWhoami(c *cobra.Command, f whoamiFlags) error {
 			w.Devices++
 		}
 	}
-	// Only the admin may list the identities; the admin is the one that
-	// is marked so.
-	ids, err := lc.Identities(ctx)
-	var ce *client.Error
-	switch {
-	case err == nil:
-		w.Admin = true
-		for _, idn := range ids {
-			if idn.Admin {
-				w.Identity = idn.Name
-			}
-		}
-	case errors.As(err, &ce) && ce.Status == 403:
-	default:
+	me, err := lc.WhoAmI(ctx)
+	if err != nil {
 		return err
 	}
+	w.Identity, w.IdentityID, w.Admin = me.Name, me.IdentityID, me.Admin
 	if f.json {
 		printAnswerJSON(w)
 		return nil
 	}
-	who := "an identity that is not the admin (the lane names only the admin)"
+	who := fmt.Sprintf("%q (%s)", safetext.String(w.Identity), safetext.String(w.IdentityID))
 	if w.Admin {
 		who = fmt.Sprintf("%q, the admin identity", safetext.String(w.Identity))
 	}

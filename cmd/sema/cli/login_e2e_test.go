@@ -76,12 +76,12 @@ func TestLoginWhoamiLogout(t *testing.T) {
 		t.Fatalf("devices on another server: exit %d: %s", code, errOut)
 	}
 
-	// Another identity's key is not the admin's.
+	// Another identity's key names that identity, not the admin.
 	bob, errOut, code := s.sema(t, nil, "identity", "create", "bob")
 	if code != 0 {
 		t.Fatalf("identity create bob: exit %d: %s", code, errOut)
 	}
-	if out, errOut, code := s.semaAs(t, strings.TrimSpace(bob), nil, "whoami"); code != 0 || !strings.Contains(out, "as an identity that is not the admin") || !strings.Contains(out, "0 devices") {
+	if out, errOut, code := s.semaAs(t, strings.TrimSpace(bob), nil, "whoami"); code != 0 || !strings.Contains(out, `as "bob" (idn_`) || !strings.Contains(out, "0 devices") {
 		t.Fatalf("whoami as bob: exit %d: %q %s", code, out, errOut)
 	}
 

@@ -10,24 +10,59 @@ import (
 	"github.com/sema-agent/sema/lane/store"
 )
 
-const identityColumns = `id, name, created_ms, admin`
+const identityColumns = `id, name, created_ms, admin, disabled_ms`
 
 func scanIdentity(row scanner) (store.Identity, error) {
 	var (
-		idn     store.Identity
-		created int64
+		idn      store.Identity
+		created  int64
+		disabled sql.NullInt64
 	)
-	err := row.Scan(&idn.ID, &idn.Name, &created, &idn.Admin)
+	err := row.Scan(&idn.ID, &idn.Name, &created, &idn.Admin, &disabled)
 	if errors.Is(err, sql.ErrNoRows) {
 		return idn, store.ErrNotFound
 	}
 	idn.CreatedAt = msTime(created)
+	if disabled.Valid {
+		t := msTime(disabled.Int64)
+		idn.DisabledAt = &t
+	}
 	return idn, err
 }
 
-// CreateIdentity adds an identity that is not an admin.
+// CreateIdentity adds an identity that is not an admin; ErrNameTaken when
+// the name is another identity's.
 func (s *Store) CreateIdentity(ctx context.Context, name string) (store.Identity, error) {
-	return s.createIdentity(ctx, name, false)
+	idn, err := s.createIdentity(ctx, name, false)
+	if err != nil {
+		var taken bool
+		if s.reads.QueryRowContext(ctx, s.sql(`SELECT EXISTS (SELECT 1 FROM identities WHERE name = ?)`), name).Scan(&taken) == nil && taken {
+			return store.Identity{}, store.ErrNameTaken
+		}
+	}
+	return idn, err
+}
+
+// SetIdentityDisabled disables an identity (its keys are refused from the
+// next request on, also by a store that remembers keys) or enables it
+// again. The admin cannot be disabled: ErrAdminNotDisabled.
+func (s *Store) SetIdentityDisabled(ctx context.Context, id string, disabled bool) (store.Identity, error) {
+	idn, err := scanIdentity(s.db.QueryRowContext(ctx, s.sql(`SELECT `+identityColumns+` FROM identities WHERE id = ?`), id))
+	if err != nil {
+		return idn, s.wrap("disable identity", err)
+	}
+	if idn.Admin && disabled {
+		return idn, store.ErrAdminNotDisabled
+	}
+	q := `UPDATE identities SET disabled_ms = NULL WHERE id = ? RETURNING ` + identityColumns
+	if disabled {
+		q = `UPDATE identities SET disabled_ms = COALESCE(disabled_ms, NOW) WHERE id = ? RETURNING ` + identityColumns
+	}
+	idn, err = scanIdentity(s.db.QueryRowContext(ctx, s.sql(q), id))
+	if s.keys != nil {
+		s.keys.forget() // even on an error: whether it took effect is not known
+	}
+	return idn, s.wrap("disable identity", err)
 }
 
 // CreateAdminIdentity adds an identity marked as the lane's admin.
@@ -101,7 +136,7 @@ func (s *Store) CreateAPIKey(ctx context.Context, identityID string, digest stor
 // identityByKeyRead finds the identity of an API key's digest (prepared
 // once, sqlstore.go).
 const identityByKeyRead = `SELECT i.id, i.name, i.created_ms, i.admin, k.id, k.last_used_ms, NOW
-	FROM api_keys k JOIN identities i ON i.id = k.identity_id WHERE k.digest = ? AND k.revoked_ms IS NULL`
+	FROM api_keys k JOIN identities i ON i.id = k.identity_id WHERE k.digest = ? AND k.revoked_ms IS NULL AND i.disabled_ms IS NULL`
 
 // IdentityByAPIKey finds the identity owning a key that is not revoked. The
 // read is on the read pool; the key's use is written only when the last

@@ -25,7 +25,7 @@ func (s *Store) CreateEnrollToken(ctx context.Context, identityID string, digest
 // IdentityByEnrollToken is the identity the token was issued to, while it
 // has not expired.
 func (s *Store) IdentityByEnrollToken(ctx context.Context, digest store.Digest) (store.Identity, error) {
-	idn, err := scanIdentity(s.db.QueryRowContext(ctx, s.sql(`SELECT i.id, i.name, i.created_ms, i.admin FROM enroll_tokens t JOIN identities i ON i.id = t.identity_id WHERE t.digest = ? AND t.expires_ms > NOW`), digest[:]))
+	idn, err := scanIdentity(s.db.QueryRowContext(ctx, s.sql(`SELECT i.id, i.name, i.created_ms, i.admin, i.disabled_ms FROM enroll_tokens t JOIN identities i ON i.id = t.identity_id WHERE t.digest = ? AND t.expires_ms > NOW AND i.disabled_ms IS NULL`), digest[:]))
 	return idn, s.wrap("identity by enroll token", err)
 }
 

@@ -260,3 +260,44 @@ func testIdentityByEnrollToken(t *testing.T, s Backend) {
 		}
 	}
 }
+
+// Names are unique; a disabled identity's keys are refused at once and
+// work again once it is enabled; the admin is never disabled.
+func testIdentityLifecycle(t *testing.T, s Backend) {
+	alice, err := s.CreateIdentity(ctx(t), "alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateIdentity(ctx(t), "alice"); !errors.Is(err, store.ErrNameTaken) {
+		t.Fatalf("a second alice: %v, want ErrNameTaken", err)
+	}
+	_, plain := newAPIKey(t, s, alice.ID)
+	digest := store.DigestOf(plain)
+	if _, err := s.IdentityByAPIKey(ctx(t), digest); err != nil {
+		t.Fatal(err)
+	}
+	off, err := s.SetIdentityDisabled(ctx(t), alice.ID, true)
+	if err != nil || off.DisabledAt == nil {
+		t.Fatalf("disable: %+v %v", off, err)
+	}
+	if _, err := s.IdentityByAPIKey(ctx(t), digest); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a disabled identity's key: %v, want ErrNotFound", err)
+	}
+	on, err := s.SetIdentityDisabled(ctx(t), alice.ID, false)
+	if err != nil || on.DisabledAt != nil {
+		t.Fatalf("enable: %+v %v", on, err)
+	}
+	if _, err := s.IdentityByAPIKey(ctx(t), digest); err != nil {
+		t.Fatalf("the key once enabled again: %v", err)
+	}
+	admin, err := s.CreateAdminIdentity(ctx(t), "admin")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.SetIdentityDisabled(ctx(t), admin.ID, true); !errors.Is(err, store.ErrAdminNotDisabled) {
+		t.Fatalf("disabling the admin: %v", err)
+	}
+	if _, err := s.SetIdentityDisabled(ctx(t), "idn_none", true); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("an unknown identity: %v", err)
+	}
+}

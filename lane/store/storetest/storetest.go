@@ -32,6 +32,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"IdentityByAPIKey", testIdentityByAPIKey},
 		{"ConcurrentFirstStartsMakeOneAdmin", testConcurrentFirstStartsMakeOneAdmin},
 		{"IdentityByEnrollToken", testIdentityByEnrollToken},
+		{"IdentityLifecycle", testIdentityLifecycle},
 		{"SecretsAreNeverStoredInPlaintext", testSecretsAreNeverStoredInPlaintext},
 		{"EnrollTokenExpiresFromTheDatabaseClock", testEnrollTokenExpiry},
 		{"RegisterDeviceFirstRegistration", testRegisterFirst},
