@@ -14,6 +14,7 @@ import (
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/executor/journal"
 	"github.com/sema-agent/sema/internal/safetext"
+	"github.com/sema-agent/sema/internal/words"
 )
 
 // The device's journal, as a person reads it (docs/audit.md).
@@ -87,7 +88,7 @@ func runDeviceLogVerify(stateDir string) error {
 	if p != nil {
 		return fmt.Errorf("the journal does not verify: %s: %s", p.Line.Where(), p.Why)
 	}
-	fmt.Fprintf(Stdout, "ok: %d records, from %s to %s; head %s\n", len(lines),
+	fmt.Fprintf(Stdout, "ok: %s, from %s to %s; head %s\n", words.Count(len(lines), "record", "records"),
 		lines[0].Time.Local().Format(time.RFC3339), lines[len(lines)-1].Time.Local().Format(time.RFC3339), head)
 	return nil
 }
