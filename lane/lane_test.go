@@ -2,6 +2,8 @@ package lane
 
 import (
 	"context"
+	"crypto/rand"
+	"errors"
 	"github.com/sema-agent/sema/internal/lanetest"
 	"io"
 	"net/http"
@@ -89,6 +91,11 @@ func (l *testLane) auditRows(f store.AuditFilter) []store.AuditEvent {
 func (l *testLane) user(name string) (store.Identity, string) {
 	l.t.Helper()
 	idn, key, err := CreateIdentity(l.t.Context(), l.store, name)
+	if errors.Is(err, store.ErrNameTaken) {
+		// Replicas sharing one registry each make their users: names are
+		// unique on a lane, so the second one gets its own.
+		idn, key, err = CreateIdentity(l.t.Context(), l.store, name+"-"+rand.Text()[:8])
+	}
 	if err != nil {
 		l.t.Fatal(err)
 	}
