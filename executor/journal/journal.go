@@ -24,28 +24,41 @@ const (
 // at most twice this.
 const DefaultMaxSize = 4 << 20
 
+// DefaultFlushDelay is how long the writer lets records gather after the
+// first of a batch before it writes and fsyncs them.
+const DefaultFlushDelay = 50 * time.Millisecond
+
 // Options configure a Journal.
 type Options struct {
-	MaxSize int64            // rotate past this many bytes; 0 means DefaultMaxSize
-	Now     func() time.Time // default time.Now
-	Logger  *slog.Logger     // write failures; default slog.Default()
+	MaxSize int64 // rotate past this many bytes; 0 means DefaultMaxSize
+	// FlushDelay is how long records gather before one write and one
+	// fsync take them all; 0 means DefaultFlushDelay. A crash loses at
+	// most the records of that window.
+	FlushDelay time.Duration
+	Now        func() time.Time // default time.Now
+	Logger     *slog.Logger     // write failures; default slog.Default()
 }
 
 // Journal appends records to the journal files of one state dir. One
 // goroutine, started by Open and ended by Close, owns the file: Append
 // hands it a record and returns at once (it waits only when the writer is
-// thousands of records behind: a record is never dropped); the writer
-// writes each batch of records it finds waiting with one write and one
-// fsync.
+// thousands of records behind: a record is never dropped). The writer
+// wakes for the first record of a batch, lets the others gather for
+// FlushDelay without waking for each, then writes them all with one write
+// and one fsync: an instruction's records cost it a channel send, and the
+// disk one flush per window however many instructions ran.
 type Journal struct {
 	dir     string
 	maxSize int64
 	now     func() time.Time
 	log     *slog.Logger
 
-	in   chan Record
-	done chan struct{}
-	once sync.Once
+	delay   time.Duration
+	in      chan Record
+	quit    chan struct{} // closed by Close: flush now, take no more
+	done    chan struct{}
+	once    sync.Once
+	closing sync.RWMutex // Append sends under it; Close closes in under it
 
 	// The writer's own: the file, its size, the chain's head.
 	f    *os.File
@@ -62,8 +75,11 @@ const queue = 4096
 // A last line left half-written by a crash is cut off; the chain goes on
 // from the last whole record.
 func Open(dir string, opts Options) (*Journal, error) {
-	j := &Journal{dir: dir, maxSize: opts.MaxSize, now: opts.Now, log: opts.Logger,
-		in: make(chan Record, queue), done: make(chan struct{})}
+	j := &Journal{dir: dir, maxSize: opts.MaxSize, now: opts.Now, log: opts.Logger, delay: opts.FlushDelay,
+		in: make(chan Record, queue), quit: make(chan struct{}), done: make(chan struct{})}
+	if j.delay <= 0 {
+		j.delay = DefaultFlushDelay
+	}
 	if j.maxSize <= 0 {
 		j.maxSize = DefaultMaxSize
 	}
@@ -136,17 +152,25 @@ func (j *Journal) Append(r Record) {
 	if r.Time.IsZero() {
 		r.Time = j.now()
 	}
+	j.closing.RLock()
+	defer j.closing.RUnlock()
 	select {
-	case j.in <- r:
-	case <-j.done:
+	case <-j.quit:
 		j.log.Warn("journal: a record came after the journal was closed; it was not written", "event", r.Event, "instructionId", r.InstructionID)
+	default:
+		j.in <- r
 	}
 }
 
 // Close writes what is queued, fsyncs, closes the file and stops the
 // writer. It returns the first write failure, if any.
 func (j *Journal) Close() error {
-	j.once.Do(func() { close(j.in) })
+	j.once.Do(func() {
+		close(j.quit) // the writer stops gathering and Append stops sending
+		j.closing.Lock()
+		close(j.in)
+		j.closing.Unlock()
+	})
 	<-j.done
 	return j.err
 }
@@ -162,6 +186,7 @@ func (j *Journal) write() {
 	var buf bytes.Buffer
 	for r := range j.in {
 		batch := []Record{r}
+		j.gather()
 	drain:
 		for len(batch) < queue {
 			select {
@@ -203,6 +228,17 @@ func (j *Journal) writeBatch(buf *bytes.Buffer, batch []Record) error {
 		j.encode(buf, r)
 	}
 	return j.flush(buf.Bytes())
+}
+
+// gather lets records pile up in the channel for the flush delay, or until
+// Close, without waking the writer for each.
+func (j *Journal) gather() {
+	t := time.NewTimer(j.delay)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-j.quit:
+	}
 }
 
 // encode chains r onto the head and appends its line to buf.

@@ -175,3 +175,17 @@ func FuzzReadFrom(f *testing.F) {
 		Verify(lines) // never panics, whatever the bytes
 	})
 }
+
+// A record that comes after Close is not written, and does not panic.
+func TestAppendAfterCloseIsDropped(t *testing.T) {
+	dir := t.TempDir()
+	j := openTest(t, dir, 0)
+	j.Append(Record{Event: EventStart, InstructionID: "before"})
+	if err := j.Close(); err != nil {
+		t.Fatal(err)
+	}
+	j.Append(Record{Event: EventEnd, InstructionID: "after"})
+	if lines := mustRead(t, dir); len(lines) != 1 || lines[0].InstructionID != "before" {
+		t.Fatalf("%d lines: %+v", len(lines), lines)
+	}
+}
