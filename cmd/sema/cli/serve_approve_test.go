@@ -178,7 +178,11 @@ func TestAPipedStdinCostsOneApproval(t *testing.T) {
 	if strings.Contains(sim.out.String(), "pending r2") {
 		t.Fatalf("a piped stdin asked more than once:\n%s", sim.out)
 	}
-	out, _, _ := s.sema(t, nil, "device", "log", "--state-dir", stateDir)
+	var out string
+	waitFor(t, "the journal to hold the stdin file's removal", func() bool { // flushed every 50 ms
+		out, _, _ = s.sema(t, nil, "device", "log", "--state-dir", stateDir)
+		return strings.Contains(lineWith(out, "remove"), " ok ")
+	})
 	if !strings.Contains(lineWith(out, "execStream"), "allowed") || strings.Contains(lineWith(out, "remove"), "allowed") {
 		t.Errorf("the journal records a decision for what was not asked, or none for what was:\n%s", out)
 	}
