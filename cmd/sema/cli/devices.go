@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"text/tabwriter"
 	"time"
 
@@ -12,24 +13,27 @@ import (
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/safetext"
+	"github.com/sema-agent/sema/internal/words"
 )
 
 type devicesFlags struct {
 	client clientFlags
 	json   bool
 	online bool
+	all    bool
 }
 
 func newDevicesCmd() *cobra.Command {
 	var f devicesFlags
 	c := &cobra.Command{
-		Use:   "devices [--online] [--json] [--server URL]",
+		Use:   "devices [--online] [--all] [--json] [--server URL]",
 		Short: "List your devices: online state, generation, work in flight",
 		Long: "devices lists the devices enrolled with your API key. STATE is online (an executor holds\n" +
 			"the lane now), offline, or revoked; GEN is the connection generation; INFLIGHT the\n" +
 			"instructions running on it. Presence is the answering server's view. The lane answers\n" +
 			"in pages (of 500); devices reads them all, oldest first. --online lists only the devices\n" +
-			"connected to the answering server.",
+			"connected to the answering server; revoked devices are left out unless --all (--json\n" +
+			"prints every one).",
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) > 0 {
 				return usageError{fmt.Errorf("devices takes no arguments (to revoke one: sema devices revoke ID)")}
@@ -41,6 +45,7 @@ func newDevicesCmd() *cobra.Command {
 	addClientFlags(c, &f.client)
 	c.Flags().BoolVar(&f.json, "json", false, "print the lane's answer as JSON (every page in one list)")
 	c.Flags().BoolVar(&f.online, "online", false, "only the devices connected to the answering server")
+	c.Flags().BoolVar(&f.all, "all", false, "also the revoked devices")
 	c.AddCommand(newRevokeCmd())
 	return c
 }
@@ -60,8 +65,22 @@ func runDevices(c *cobra.Command, f devicesFlags) error {
 		fmt.Fprintf(Stdout, "%s\n", safetext.JSON(b))
 		return nil
 	}
+	revoked := 0
+	if !f.all {
+		devs = slices.DeleteFunc(devs, func(d api.Device) bool {
+			if d.Revoked {
+				revoked++
+			}
+			return d.Revoked
+		})
+	}
 	if len(devs) == 0 && f.online {
 		fmt.Fprintln(Stderr, "No device is connected to this server.")
+		return nil
+	}
+	if len(devs) == 0 && revoked > 0 {
+		fmt.Fprintf(Stderr, "No device but %s (sema devices --all shows them); `sema token` prints the line that enrolls one.\n",
+			words.Count(revoked, "revoked one", "revoked ones"))
 		return nil
 	}
 	if len(devs) == 0 {

@@ -190,9 +190,14 @@ func TestLaneEndToEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(stateDir, device.KeyFile)); !os.IsNotExist(err) {
 		t.Error("the key survived the revocation")
 	}
-	out, _, _ = s.sema(t, nil, "devices")
+	// A revoked device is left out of the list, unless --all.
+	out, errOut, _ = s.sema(t, nil, "devices")
+	if strings.Contains(out, id) || !strings.Contains(errOut, "1 revoked one") {
+		t.Errorf("devices after revoke: %q %q", out, errOut)
+	}
+	out, _, _ = s.sema(t, nil, "devices", "--all")
 	if !regexp.MustCompile(id + `.*\srevoked\s`).MatchString(out) {
-		t.Errorf("devices after revoke:\n%s", out)
+		t.Errorf("devices --all after revoke:\n%s", out)
 	}
 	if _, errOut, code := s.sema(t, nil, "run", "--device", id, "--", "true"); code != cli.ExitNeverStarted || !strings.Contains(errOut, "target_unavailable") {
 		t.Fatalf("run on a revoked device: exit %d: %s", code, errOut)
