@@ -37,9 +37,16 @@ type statusFile struct {
 	path  string
 	clock Clock
 
-	mu sync.Mutex
-	s  Status
+	mu      sync.Mutex
+	s       Status
+	pending bool // a soon is scheduled
 }
+
+// statusDelay is how soon after an instruction starts or settles the file
+// says so: soon enough that `sema device status` shows what runs and not
+// what finished, and once however many change meanwhile (a write is an
+// fsync, which the instruction's path never waits for).
+const statusDelay = 200 * time.Millisecond
 
 func newStatusFile(path, deviceID, server, epoch string, clock Clock, sb *sandbox.Sandbox) *statusFile {
 	f := &statusFile{path: path, clock: clock, s: Status{
@@ -69,6 +76,27 @@ func (f *statusFile) update(apply func(*Status)) {
 	if err == nil {
 		atomicfile.Write(f.path, append(b, '\n'), 0o600)
 	}
+}
+
+// soon rewrites the file within statusDelay, applying fill then; calls
+// that come while one is scheduled are that one.
+func (f *statusFile) soon(fill func(*Status)) {
+	if f == nil || f.path == "" {
+		return
+	}
+	f.mu.Lock()
+	scheduled := f.pending
+	f.pending = true
+	f.mu.Unlock()
+	if scheduled {
+		return
+	}
+	f.clock.AfterFunc(statusDelay, func() {
+		f.mu.Lock()
+		f.pending = false
+		f.mu.Unlock()
+		f.update(fill)
+	})
 }
 
 // ReadStatus reads a status file.

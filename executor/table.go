@@ -160,6 +160,7 @@ func (t *table) answer(e *entry, out protocol.Outcome) {
 		t.rt.log.Warn("no stream to hold the result; dropped", "instructionId", e.id)
 	}
 	t.rt.log.Info("instruction answered", "instructionId", e.id, "kind", e.kind, "outcome", outcomeWord(out))
+	t.rt.status.soon(func(st *Status) { st.Inflight = t.inflight() })
 }
 
 func (e *entry) stopTimers() {
@@ -185,6 +186,7 @@ func (e *entry) addTimer(arm func() Timer) {
 func (t *table) start(e *entry, req ops.Request) {
 	t.rt.journalStart(e, req)
 	e.running.Store(true)
+	t.rt.status.soon(func(st *Status) { st.Inflight = t.inflight() })
 	t.wg.Add(1)
 	if req.Timeout > 0 {
 		e.addTimer(func() Timer {

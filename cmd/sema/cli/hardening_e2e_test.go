@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"bufio"
+	"encoding/json"
 	"fmt"
 	"net"
 	"net/http"
@@ -258,5 +259,35 @@ func TestADrainLetsShortWorkFinish(t *testing.T) {
 	}
 	if code := s.wait(t); code != 0 {
 		t.Fatalf("sema server after SIGTERM: exit %d\n%s", code, s.stderr)
+	}
+}
+
+// sema device status shows an instruction in flight as it runs, and drops
+// it as it settles, not at the next heartbeat (15 s).
+func TestDeviceStatusDropsSettledWorkAtOnce(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	stateDir, id, _ := enrollAndServe(t, s, t.TempDir())
+	run := startProc(t, s.env(t), nil, "run", "--device", id, "--", "echo started; sleep 2")
+	inflight := func() int {
+		out, _, _ := s.sema(t, nil, "device", "status", "--state-dir", stateDir, "--json")
+		var st struct {
+			Serve struct {
+				Inflight []string `json:"inflight"`
+			} `json:"serve"`
+		}
+		json.Unmarshal([]byte(out), &st)
+		return len(st.Serve.Inflight)
+	}
+	waitFor(t, "the command to start", func() bool { return strings.Contains(run.stdout.String(), "started") })
+	waitFor(t, "device status to show it in flight", func() bool { return inflight() == 1 })
+	if code := run.wait(t); code != 0 {
+		t.Fatalf("run: exit %d", code)
+	}
+	settled := time.Now()
+	for inflight() != 0 {
+		if time.Since(settled) > 5*time.Second {
+			t.Fatal("device status still shows the settled command in flight 5 s later")
+		}
+		time.Sleep(20 * time.Millisecond)
 	}
 }
