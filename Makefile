@@ -55,22 +55,22 @@ RATIOS ?=
 ratios:
 	$(GO) run ./bench/ratios $(RATIOS)
 
-# What the hop between two replicas costs (issue L item 5): two real
+# What the hop between two replicas costs: two real
 # `sema server --postgres` on a throwaway PostgreSQL, a real device on the
 # first, the same work through each. make forward FORWARD="-size 256M -rounds 1"
 FORWARD ?=
 forward:
 	./scripts/with-postgres $(GO) run ./bench/forward $(FORWARD)
 
-# A fleet of devices against a real sema server and one real executor
-# (issue M item 3): lane RSS per device, idle CPU, the burst, exec true.
+# A fleet of devices against a real sema server and one real executor:
+# lane RSS per device, idle CPU, the burst, exec true.
 # make fleet FLEET="-devices 15000 -idle 60s"
 FLEET ?= -devices 15000
 fleet:
 	$(GO) run ./bench/fleet $(FLEET)
 
-# Where an exec true round trip's time goes on the user's path (issue M
-# item 5): sema built with -tags semaprobe, a real server and device, the
+# Where an exec true round trip's time goes on the user's path:
+# sema built with -tags semaprobe, a real server and device, the
 # median of each step. make stages STAGES="-trips 5000"
 STAGES ?=
 stages:

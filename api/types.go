@@ -68,7 +68,7 @@ type Device struct {
 	Revoked       bool   `json:"revoked"`
 	RevokedAt     string `json:"revokedAt,omitempty"`
 	// Presence: on the answering replica, or, with replicas on one
-	// registry (issue L), on the replica holding the device's live lease,
+	// registry, on the replica holding the device's live lease,
 	// which Replica names (absent on a single replica). ConnectedSince
 	// and Inflight are known to the holder only: for a device another
 	// replica holds, the answering replica asks it (Inflight adds any of
@@ -188,7 +188,7 @@ type UploadRequest struct {
 	RootSessionID string
 }
 
-// Error codes of the identities, API keys and sessions (issue K).
+// Error codes of the identities, API keys and sessions.
 const (
 	// CodeSessionDeviceMismatch: the root session is bound to another
 	// device (§9); the message names it. Rebind explicitly to change.
@@ -272,7 +272,7 @@ type Session struct {
 	BoundAt       string `json:"boundAt"`
 }
 
-// Error codes of a request one replica forwards to another (issue L).
+// Error codes of a request one replica forwards to another.
 const (
 	// CodeOutcomeUnknown: the replica holding the device failed after the
 	// request reached it and before its answer began; the instruction may

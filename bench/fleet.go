@@ -21,7 +21,7 @@ import (
 	"github.com/sema-agent/sema/protocol"
 )
 
-// The fleet benchmark's devices (issue M item 3): registered straight in the
+// The fleet benchmark's devices: registered straight in the
 // registry (the enrollment endpoint's rate limit is for people, not for
 // fifteen thousand test devices), then each one a goroutine speaking the
 // real protocol to a real lane: its own Ed25519 key, the §1.3 signed

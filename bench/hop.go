@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// The forwarding hop (issue L item 5): the same work through the replica
+// The forwarding hop: the same work through the replica
 // that holds the device's connection (a local dispatch) and through
 // another replica of the same registry, which forwards it to the holder,
 // one after the other in one run.
@@ -27,7 +27,7 @@ type HopMeasure struct {
 	Note             string
 }
 
-// HopGoalRoundTrip and HopGoalStream are issue L's bounds on what the hop
+// HopGoalRoundTrip and HopGoalStream are the bounds on what the hop
 // may cost: 0.3 ms on an exec true round trip, 20% on a 1 GiB stream.
 const (
 	HopGoalRoundTrip = 300 * time.Microsecond

@@ -6,8 +6,8 @@ import (
 )
 
 // `exec true` through the HTTP API in one process — the lane on a loopback
-// HTTP server, the real executor, a keep-alive client — so that issue M
-// item 5 can be profiled (-cpuprofile, -trace) without the CLI's
+// HTTP server, the real executor, a keep-alive client — so that the round trip
+// can be profiled (-cpuprofile, -trace) without the CLI's
 // processes. BenchmarkPairs' exec row is the same without HTTP.
 func BenchmarkHTTPExecTrue(b *testing.B) {
 	r, err := NewRig(b.Context())

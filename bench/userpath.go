@@ -34,7 +34,7 @@ type UserPath struct {
 }
 
 // Replica is one more `sema server` on the same PostgreSQL registry as
-// the UserPath's server (issue L): the device is not connected to it, so
+// the UserPath's server: the device is not connected to it, so
 // what it is asked of the device it forwards to the server that holds it.
 type Replica struct {
 	URL string

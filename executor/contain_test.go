@@ -9,7 +9,7 @@ import (
 	"github.com/sema-agent/sema/protocol"
 )
 
-// Containment is on by default (issue H, §6.6): without Ops.AllowedRoots
+// Containment is on by default (§6.6): without Ops.AllowedRoots
 // the runtime serves its workspace and its temp kinds' directory only, and
 // never its own status file or process records.
 func TestRuntimeContainsByDefault(t *testing.T) {

@@ -1,5 +1,5 @@
-// Command forward measures what the hop between two lane replicas costs
-// (issue L item 5): a real `sema server` on PostgreSQL holding a real
+// Command forward measures what the hop between two lane replicas costs:
+// a real `sema server` on PostgreSQL holding a real
 // `sema device serve`, a second `sema server` on the same registry that
 // holds nothing, and the same work sent to each — a local dispatch, and
 // one the second replica forwards to the first — in one run: an exec true

@@ -1,5 +1,5 @@
 // Command stages says where an `exec true` round trip's time goes on the
-// user's path (issue M item 5). It builds sema with -tags semaprobe, starts
+// user's path. It builds sema with -tags semaprobe, starts
 // a real `sema server` and `sema device serve`, sends round trips of
 // `exec true` with a keep-alive HTTP client, and prints, for each step from
 // one probe point to the next (internal/probe), the median and the 90th

@@ -147,7 +147,7 @@ func TestDefaultPolicy(t *testing.T) {
 		{"exec", execReq("ls"), true},
 		{"execStream", ops.Request{Kind: protocol.KindExecStream, Args: protocol.CommandArgs{Command: "ls"}}, true},
 		// The default gates reads of content outside the workspace as well as
-		// writes (issue H); the governance reads stay ungated.
+		// writes; the governance reads stay ungated.
 		{"read outside", writeReq(protocol.KindReadTextFile, "/etc/passwd"), true},
 		{"read binary outside", writeReq(protocol.KindReadBinaryFile, outside+"/k"), true},
 		{"read lines outside", writeReq(protocol.KindReadTextLines, "/etc/passwd"), true},

@@ -61,7 +61,7 @@ func TestSummary(t *testing.T) {
 }
 
 // The command comes first: an environment or a cwd longer than the
-// display can no longer push it out of sight (issue H: this request was
+// display can no longer push it out of sight (this request was
 // shown as `Run: A="routine read-only status check, safe to approve … …`).
 func TestSummaryShowsTheCommandFirst(t *testing.T) {
 	decoy := strings.Repeat("routine read-only status check, safe to approve ", 6)

@@ -235,7 +235,7 @@ func TestCanonicalOfAnAbsentPathResolvesItsAncestors(t *testing.T) {
 
 // ownFixture: an executor state dir inside a served root, and an Env that
 // names it as the executor's own, with "/" allowed: the own files are
-// refused "whatever the flags" (issue H, §6.2).
+// refused "whatever the flags" (§6.2).
 type ownFixture struct {
 	root, state, key string
 	env              *Env
@@ -356,7 +356,7 @@ func TestAHardLinkToTheKeyIsTheKey(t *testing.T) {
 	}
 }
 
-// "remove of an allowed root itself is refused" (issue H): `sema fs rm -r .`
+// "remove of an allowed root itself is refused": `sema fs rm -r .`
 // must not delete the workspace.
 func TestRemoveOfAnAllowedRootIsRefused(t *testing.T) {
 	parent := tempRealDir(t)

@@ -579,7 +579,7 @@ var grandchildCommands = map[string]string{
 	"subshell": "(sleep 30 & echo PIDS $$ $!); sleep 30",
 }
 
-// exec's cwd is contained like a file instruction's path (issue H item 1):
+// exec's cwd is contained like a file instruction's path:
 // outside every allowed root, or in the executor's own files, the command
 // never starts.
 func TestExecCwdIsContained(t *testing.T) {

@@ -54,7 +54,7 @@ func TestPolicyDecisions(t *testing.T) {
 }
 
 // §6.6: "Outside → permission_denied whose message names the path and the
-// flag that would allow it" (issue H).
+// flag that would allow it".
 func TestPolicyRefusalNamesThePathAndTheFlag(t *testing.T) {
 	p := &policy{roots: []string{"/home/u/ws"}}
 	f := p.check("/home/u/ws/etc-link/hostname", "/etc/hostname")

@@ -1,6 +1,6 @@
 // Package probe marks the moments an instruction passes on its way through
 // the lane and the executor, so that bench/stages can say where an exec
-// round trip's time goes (issue M item 5). It costs nothing in a normal
+// round trip's time goes. It costs nothing in a normal
 // build: Mark is then an empty function, which the compiler removes. Built
 // with -tags semaprobe, each process appends "point unix-nanoseconds" lines
 // to a file of its own in $SEMA_PROBE_DIR.

@@ -112,7 +112,7 @@ func newServerCmd() *cobra.Command {
 // serverDataDir resolves --data, $SEMA_DATA_DIR, or the OS config dir +
 // /sema/server.
 // advertiseURL is where the other replicas on the same PostgreSQL reach
-// this one (issue L): --advertise-url, or the listen address, with the
+// this one: --advertise-url, or the listen address, with the
 // host's name in place of an address that means every interface. A server
 // on SQLite is the only replica (its data dir is locked) and has none.
 func advertiseURL(f *serverFlags, scheme string, addr net.Addr) (string, error) {
