@@ -21,6 +21,16 @@ func (c *Client) Revoke(ctx context.Context, deviceID string) (api.Device, error
 	return d, err
 }
 
+// Rename sets a device's display name (POST /v1/devices/{id}/rename) and
+// returns the device renamed.
+func (c *Client) Rename(ctx context.Context, deviceID, name string) (api.Device, error) {
+	var d api.Device
+	err := c.call(ctx, http.MethodPost, "/v1/devices/"+url.PathEscape(deviceID)+"/rename", struct {
+		DisplayName string `json:"displayName"`
+	}{name}, &d)
+	return d, err
+}
+
 // EnrollToken issues a one-shot enrollment token
 // (POST /v1/devices/enroll-tokens).
 func (c *Client) EnrollToken(ctx context.Context) (api.EnrollTokenResponse, error) {

@@ -29,6 +29,7 @@ const (
 	EventEnrollRefused  EventName = "device.enroll_refused"      // Reason: the store's refusal
 	EventRateLimited    EventName = "device.enroll_rate_limited" // Reason: the bucket
 	EventRevoked        EventName = "device.revoked"
+	EventRenamed        EventName = "device.renamed"
 )
 
 // Identities, keys and sessions, written by the HTTP API.

@@ -41,29 +41,60 @@ func (s *API) listDevices(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.DeviceList{Devices: devices, Next: next})
 }
 
-// revokeDevice is POST /v1/devices/{id}/revoke: terminal, audited, and only
-// for the caller's own device (another's is indistinguishable from none).
+// renameFields is the closed body of POST /v1/devices/{id}/rename: the
+// name is bounded as enrollment bounds it.
+var renameFields = []bodyField{
+	{name: "displayName", required: true, check: func(v string) string {
+		if v == "" {
+			return "must not be empty"
+		}
+		return maxBytes(255)(v)
+	}},
+}
+
+// renameDevice is POST /v1/devices/{id}/rename.
+func (s *API) renameDevice(w http.ResponseWriter, r *http.Request) {
+	s.changeOwnDevice(w, r, "rename device", renameFields, false, lane.EventRenamed, func(owner, id string, f map[string]string) (store.Device, error) {
+		return s.store.RenameDevice(r.Context(), owner, id, f["displayName"])
+	})
+}
+
+// revokeDevice is POST /v1/devices/{id}/revoke: terminal.
 func (s *API) revokeDevice(w http.ResponseWriter, r *http.Request) {
+	d, ok := s.changeOwnDevice(w, r, "revoke device", nil, true, lane.EventRevoked, func(owner, id string, _ map[string]string) (store.Device, error) {
+		return s.store.RevokeDevice(r.Context(), owner, id)
+	})
+	if ok {
+		s.core.Revoke(d.ID) // R13: bye revoked, work in flight written off
+	}
+}
+
+// changeOwnDevice reads a closed body of fields, applies change (op) to
+// the caller's device {id}, audits it as event and answers the device. Only
+// the caller's own device: another's is indistinguishable from none.
+func (s *API) changeOwnDevice(w http.ResponseWriter, r *http.Request, op string, fields []bodyField, allowEmpty bool, event lane.EventName,
+	change func(owner, id string, f map[string]string) (store.Device, error)) (store.Device, bool) {
 	body, aerr := readBody(r)
+	var f map[string]string
 	if aerr == nil {
-		_, aerr = parseClosedBody(body, nil, true)
+		f, aerr = parseClosedBody(body, fields, allowEmpty)
 	}
 	if aerr != nil {
 		writeError(w, aerr)
-		return
+		return store.Device{}, false
 	}
 	caller := callerOf(r.Context())
 	id := r.PathValue("id")
-	d, err := s.store.RevokeDevice(r.Context(), caller.ID, id)
+	d, err := change(caller.ID, id, f)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, errorf(http.StatusNotFound, api.CodeDeviceNotFound, "you have no device %q", clip(id)))
-		return
+		return d, false
 	case err != nil:
-		s.unavailable(w, r, "revoke device", err)
-		return
+		s.unavailable(w, r, op, err)
+		return d, false
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: d.ID, Event: string(lane.EventRevoked), RemoteAddr: lane.RemoteAddr(r)})
-	s.core.Revoke(d.ID) // R13: bye revoked, work in flight written off
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: d.ID, Event: string(event), RemoteAddr: lane.RemoteAddr(r)})
 	writeJSON(w, http.StatusOK, deviceView(d))
+	return d, true
 }

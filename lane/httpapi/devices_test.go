@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/sema-agent/sema/api"
@@ -35,15 +36,45 @@ func TestCapabilities(t *testing.T) {
 	}
 }
 
+// enroll enrolls a new device of the caller's and returns its id.
+func (l *testLane) enroll(apiKey string) string {
+	l.t.Helper()
+	r := l.do("POST", "/v1/devices/enroll", apiKey, lanetest.EnrollBody(l.issueToken(apiKey), lanetest.NewPubkey(l.t)))
+	return r.JSON(l.t)["deviceId"].(string)
+}
+
+// A device is renamed by its owner only; the body is closed and the name
+// bounded as enrollment bounds it.
+func TestADeviceIsRenamedByItsOwnerOnly(t *testing.T) {
+	l := newTestLane(t)
+	_, key := l.user("alice")
+	_, bobKey := l.user("bob")
+	mine, bobs := l.enroll(key), l.enroll(bobKey)
+	rename := func(k, id, body string) lanetest.Response {
+		return l.do("POST", "/v1/devices/"+id+"/rename", k, body)
+	}
+	lanetest.WantError(t, rename(key, bobs, `{"displayName":"mine now"}`), 404, "device.not_found", bobs)
+	lanetest.WantError(t, rename(key, mine, `{}`), 400, "request.body_shape", "displayName")
+	lanetest.WantError(t, rename(key, mine, `{"displayName":""}`), 400, "request.field_invalid", "displayName")
+	lanetest.WantError(t, rename(key, mine, `{"displayName":"`+strings.Repeat("x", 256)+`"}`), 400, "request.field_invalid", "displayName")
+	lanetest.WantError(t, rename(key, mine, `{"displayName":"a","name":"b"}`), 400, "request.body_shape", "name")
+	r := rename(key, mine, `{"displayName":"laptop"}`)
+	if r.Status != 200 || r.JSON(t)["displayName"] != "laptop" || r.JSON(t)["deviceId"] != mine {
+		t.Fatalf("rename: %d %s", r.Status, r.Body)
+	}
+	if d, _ := l.store.Device(t.Context(), bobs); d.DisplayName == "mine now" {
+		t.Fatal("bob's device was renamed by alice")
+	}
+	if rows := l.auditRows(store.AuditFilter{DeviceID: mine, Event: string(lane.EventRenamed)}, 1); len(rows) != 1 {
+		t.Fatalf("%d rename audit rows, want 1", len(rows))
+	}
+}
+
 func TestDevicesListAndRevoke(t *testing.T) {
 	l := newTestLane(t)
 	_, key := l.user("alice")
 	_, bobKey := l.user("bob")
-	enroll := func(k string) string {
-		r := l.do("POST", "/v1/devices/enroll", k, lanetest.EnrollBody(l.issueToken(k), lanetest.NewPubkey(t)))
-		return r.JSON(t)["deviceId"].(string)
-	}
-	mine, bobs := enroll(key), enroll(bobKey)
+	mine, bobs := l.enroll(key), l.enroll(bobKey)
 	var list struct {
 		Devices []api.Device `json:"devices"`
 	}

@@ -87,6 +87,9 @@ type Store interface {
 	// second revoke is a no-op. ErrNotFound if the owner has no such device.
 	// It also drops the device's lease.
 	RevokeDevice(ctx context.Context, ownerID, deviceID string) (Device, error)
+	// RenameDevice sets an owner's device's display name; ErrNotFound for
+	// a device that is not the owner's, as for none.
+	RenameDevice(ctx context.Context, ownerID, deviceID, name string) (Device, error)
 
 	// AcquireLease takes a device's connection lease for a holder (one
 	// connection) and bumps the device's generation, unless a live lease is

@@ -47,6 +47,7 @@ func newDevicesCmd() *cobra.Command {
 	c.Flags().BoolVar(&f.online, "online", false, "only the devices connected to the answering server")
 	c.Flags().BoolVar(&f.all, "all", false, "also the revoked devices")
 	c.AddCommand(newRevokeCmd())
+	c.AddCommand(newRenameCmd())
 	return c
 }
 
@@ -126,6 +127,45 @@ func ago(wire string) string {
 		d = 0
 	}
 	return d.String() + " ago"
+}
+
+func newRenameCmd() *cobra.Command {
+	var f clientFlags
+	c := &cobra.Command{
+		Use:   "rename DEVICE NEW_NAME",
+		Short: "Give a device a new name (DEVICE is its id or its current name)",
+		Long: "rename changes the name `sema devices` shows and --device takes; the device's id,\n" +
+			"key and connection stay as they are. Names need not be unique: --device refuses a name\n" +
+			"several devices share, and lists their ids.",
+		Args: func(c *cobra.Command, args []string) error {
+			if len(args) != 2 || args[0] == "" {
+				return usageError{errors.New("rename takes a device (id or name) and its new name")}
+			}
+			if args[1] == "" || len(args[1]) > 255 {
+				return usageError{errors.New("a device name is 1 to 255 bytes")}
+			}
+			return nil
+		},
+		RunE: func(c *cobra.Command, args []string) error {
+			lc, err := f.client()
+			if err != nil {
+				return err
+			}
+			defer lc.Close()
+			d, err := pickDevice(c.Context(), lc, args[0])
+			if err != nil {
+				return err
+			}
+			d, err = lc.Rename(c.Context(), d.DeviceID, args[1])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(Stdout, "renamed %s to %s\n", safetext.String(d.DeviceID), safetext.String(d.DisplayName))
+			return nil
+		},
+	}
+	addClientFlags(c, &f)
+	return c
 }
 
 func newRevokeCmd() *cobra.Command {

@@ -37,4 +37,21 @@ func TestDevicesByName(t *testing.T) {
 	if code != cli.ExitNeverStarted || !strings.Contains(errOut, `you have no device "nosuch"`) {
 		t.Errorf("an unknown name: exit %d: %s", code, errOut)
 	}
+
+	// devices rename takes an id or a name, and refuses a shared name as
+	// --device does; once renamed, the name is the device's again.
+	if _, errOut, code := s.sema(t, nil, "devices", "rename", "box", "other"); code != cli.ExitUsage || !strings.Contains(errOut, idC) {
+		t.Errorf("rename by an ambiguous name: exit %d: %s", code, errOut)
+	}
+	if out, errOut, code := s.sema(t, nil, "devices", "rename", idC, "spare"); code != 0 || out != "renamed "+idC+" to spare\n" {
+		t.Fatalf("rename %s spare: exit %d: %q %s", idC, code, out, errOut)
+	}
+	if out, errOut, code := s.sema(t, nil, "run", "--device", "box", "echo", "again"); code != 0 || out != "again\n" {
+		t.Errorf("run --device box after the other box was renamed: exit %d: %q %s", code, out, errOut)
+	}
+	for _, d := range s.devices(t) {
+		if d["deviceId"] == idC && d["displayName"] != "spare" {
+			t.Errorf("sema devices shows %s named %q, want spare", idC, d["displayName"])
+		}
+	}
 }

@@ -151,6 +151,16 @@ func (s *Store) ListDevices(ctx context.Context, ownerID string, page store.Devi
 	return collect(rows, scanDevice, s.wrapper("list devices"))
 }
 
+// RenameDevice sets an owner's device's display name.
+func (s *Store) RenameDevice(ctx context.Context, ownerID, deviceID, name string) (store.Device, error) {
+	d, err := scanDevice(s.db.QueryRowContext(ctx, s.sql(`UPDATE devices SET display_name = ?
+		WHERE id = ? AND owner_id = ? RETURNING `+deviceColumns), name, deviceID, ownerID))
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return d, s.wrap("rename device", err)
+	}
+	return d, err
+}
+
 // RevokeDevice revokes an owner's device, terminally, and drops its lease.
 func (s *Store) RevokeDevice(ctx context.Context, ownerID, deviceID string) (store.Device, error) {
 	// Counted once the write is over, whatever its result: a row read

@@ -261,6 +261,26 @@ func testDevicesByOwner(t *testing.T, s Backend) {
 	}
 }
 
+func testADeviceIsRenamedByItsOwnerOnly(t *testing.T, s Backend) {
+	alice := newIdentity(t, s, "alice")
+	bob := newIdentity(t, s, "bob")
+	d := register(t, s, alice.ID)
+	if _, err := s.RenameDevice(ctx(t), bob.ID, d.ID, "bobs"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("bob renaming alice's device: err = %v, want ErrNotFound", err)
+	}
+	if _, err := s.RenameDevice(ctx(t), alice.ID, "dev_none", "x"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("renaming no device: err = %v, want ErrNotFound", err)
+	}
+	r, err := s.RenameDevice(ctx(t), alice.ID, d.ID, "laptop")
+	if err != nil || r.DisplayName != "laptop" || r.ID != d.ID {
+		t.Fatalf("rename = %+v, %v; want %s named laptop", r, err, d.ID)
+	}
+	got, err := s.Device(ctx(t), d.ID)
+	if err != nil || got.DisplayName != "laptop" || !got.CreatedAt.Equal(d.CreatedAt) || string(got.PublicKey) != string(d.PublicKey) {
+		t.Fatalf("after rename the row is %+v, %v; want only its name changed", got, err)
+	}
+}
+
 func testRevocationIsTerminal(t *testing.T, s Backend) {
 	alice := newIdentity(t, s, "alice")
 	d := register(t, s, alice.ID)

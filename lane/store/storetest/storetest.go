@@ -43,6 +43,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"DevicesAreSeenByTheirOwnerOnly", testDevicesByOwner},
 		{"DevicesArePagedInListOrder", testDevicesArePagedInListOrder},
 		{"RevocationIsTerminal", testRevocationIsTerminal},
+		{"ADeviceIsRenamedByItsOwnerOnly", testADeviceIsRenamedByItsOwnerOnly},
 		{"LeaseAndGeneration", testLeaseAndGeneration},
 		{"LeaseExpiresByTheDatabaseClock", testLeaseExpiry},
 		{"ConcurrentLeaseAcquisitionOneWinner", testConcurrentLease},
