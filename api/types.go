@@ -203,6 +203,8 @@ const (
 	CodeLastAdminKey = "api_key.last_admin_key"
 	// CodeDeviceRevoked: a session cannot be rebound to a revoked device.
 	CodeDeviceRevoked = "device.revoked"
+	// CodeDeviceNotRevoked: only a revoked device is forgotten.
+	CodeDeviceNotRevoked = "device.not_revoked"
 )
 
 // CreateIdentityRequest is the closed body of POST /v1/identities.

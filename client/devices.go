@@ -31,6 +31,14 @@ func (c *Client) Rename(ctx context.Context, deviceID, name string) (api.Device,
 	return d, err
 }
 
+// Forget removes a revoked device from the registry
+// (POST /v1/devices/{id}/forget) and returns it as it was.
+func (c *Client) Forget(ctx context.Context, deviceID string) (api.Device, error) {
+	var d api.Device
+	err := c.call(ctx, http.MethodPost, "/v1/devices/"+url.PathEscape(deviceID)+"/forget", struct{}{}, &d)
+	return d, err
+}
+
 // EnrollToken issues a one-shot enrollment token
 // (POST /v1/devices/enroll-tokens).
 func (c *Client) EnrollToken(ctx context.Context) (api.EnrollTokenResponse, error) {

@@ -30,6 +30,7 @@ const (
 	EventRateLimited    EventName = "device.enroll_rate_limited" // Reason: the bucket
 	EventRevoked        EventName = "device.revoked"
 	EventRenamed        EventName = "device.renamed"
+	EventForgotten      EventName = "device.forgotten"
 )
 
 // Identities, keys and sessions, written by the HTTP API.

@@ -69,9 +69,21 @@ func (s *API) revokeDevice(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// forgetDevice is POST /v1/devices/{id}/forget: a revoked device's row
+// goes (its audit rows stay). The admin may forget any identity's.
+func (s *API) forgetDevice(w http.ResponseWriter, r *http.Request) {
+	s.changeOwnDevice(w, r, "forget device", nil, true, lane.EventForgotten, func(owner, id string, _ map[string]string) (store.Device, error) {
+		if callerOf(r.Context()).Admin {
+			owner = ""
+		}
+		return s.store.ForgetDevice(r.Context(), owner, id)
+	})
+}
+
 // changeOwnDevice reads a closed body of fields, applies change (op) to
-// the caller's device {id}, audits it as event and answers the device. Only
-// the caller's own device: another's is indistinguishable from none.
+// the device {id}, audits it as event on the device's owner and answers
+// the device. change is given the caller as the owner: another identity's
+// device is indistinguishable from none (ErrNotFound).
 func (s *API) changeOwnDevice(w http.ResponseWriter, r *http.Request, op string, fields []bodyField, allowEmpty bool, event lane.EventName,
 	change func(owner, id string, f map[string]string) (store.Device, error)) (store.Device, bool) {
 	body, aerr := readBody(r)
@@ -90,11 +102,14 @@ func (s *API) changeOwnDevice(w http.ResponseWriter, r *http.Request, op string,
 	case errors.Is(err, store.ErrNotFound):
 		writeError(w, errorf(http.StatusNotFound, api.CodeDeviceNotFound, "you have no device %q", clip(id)))
 		return d, false
+	case errors.Is(err, store.ErrNotRevoked):
+		writeError(w, errorf(http.StatusConflict, api.CodeDeviceNotRevoked, "device %q is not revoked: only a revoked device is forgotten (revoke it first)", clip(id)))
+		return d, false
 	case err != nil:
 		s.unavailable(w, r, op, err)
 		return d, false
 	}
-	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: d.ID, Event: string(event), RemoteAddr: lane.RemoteAddr(r)})
+	s.audit(r.Context(), store.AuditEvent{IdentityID: d.OwnerID, DeviceID: d.ID, Event: string(event), RemoteAddr: lane.RemoteAddr(r)})
 	writeJSON(w, http.StatusOK, deviceView(d))
 	return d, true
 }

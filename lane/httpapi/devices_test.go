@@ -70,6 +70,39 @@ func TestADeviceIsRenamedByItsOwnerOnly(t *testing.T) {
 	}
 }
 
+// Only a revoked device is forgotten: by its owner, or by the admin; its
+// row goes, its audit rows stay.
+func TestOnlyARevokedDeviceIsForgotten(t *testing.T) {
+	l := newTestLane(t)
+	_, adminKey := l.admin()
+	_, key := l.user("alice")
+	_, bobKey := l.user("bob")
+	mine, bobs := l.enroll(key), l.enroll(bobKey)
+	forget := func(k, id string) lanetest.Response { return l.do("POST", "/v1/devices/"+id+"/forget", k, "") }
+
+	lanetest.WantError(t, forget(key, mine), 409, "device.not_revoked", mine)
+	l.do("POST", "/v1/devices/"+mine+"/revoke", key, "")
+	l.do("POST", "/v1/devices/"+bobs+"/revoke", bobKey, "")
+	lanetest.WantError(t, forget(key, bobs), 404, "device.not_found", bobs)
+	lanetest.WantError(t, l.do("POST", "/v1/devices/"+mine+"/forget", key, `{"x":1}`), 400, "request.body_shape", "x")
+	if r := forget(key, mine); r.Status != 200 || r.JSON(t)["deviceId"] != mine || r.JSON(t)["revoked"] != true {
+		t.Fatalf("forget: %d %s", r.Status, r.Body)
+	}
+	if r := l.do("GET", "/v1/devices", key, ""); strings.Contains(string(r.Body), mine) {
+		t.Fatalf("the forgotten device is still listed: %s", r.Body)
+	}
+	lanetest.WantError(t, forget(key, mine), 404, "device.not_found", mine)
+	if r := forget(adminKey, bobs); r.Status != 200 {
+		t.Fatalf("the admin forgetting bob's revoked device: %d %s", r.Status, r.Body)
+	}
+	if rows := l.auditRows(store.AuditFilter{DeviceID: mine, Event: string(lane.EventRevoked)}, 1); len(rows) != 1 {
+		t.Errorf("%d revoke audit rows after forget, want 1 (audit stays)", len(rows))
+	}
+	if rows := l.auditRows(store.AuditFilter{DeviceID: bobs, Event: string(lane.EventForgotten)}, 1); len(rows) != 1 {
+		t.Errorf("%d forget audit rows of bob's device, want 1", len(rows))
+	}
+}
+
 func TestDevicesListAndRevoke(t *testing.T) {
 	l := newTestLane(t)
 	_, key := l.user("alice")

@@ -67,6 +67,7 @@ func New(core *lane.Server) *API {
 	s.mux.HandleFunc("GET /v1/devices", s.laneOnly(s.authenticated(s.listDevices)))
 	s.mux.HandleFunc("POST /v1/devices/{id}/revoke", s.laneOnly(s.authenticated(s.revokeDevice)))
 	s.mux.HandleFunc("POST /v1/devices/{id}/rename", s.laneOnly(s.authenticated(s.renameDevice)))
+	s.mux.HandleFunc("POST /v1/devices/{id}/forget", s.laneOnly(s.authenticated(s.forgetDevice)))
 	s.mux.HandleFunc("POST /v1/devices/{id}/instructions", s.laneOnly(s.routed(s.authenticated(s.postInstruction))))
 	s.mux.HandleFunc("POST /v1/devices/{id}/writes", s.laneOnly(s.routed(s.authenticated(s.postWrite))))
 	s.mux.HandleFunc("POST /v1/instructions/{id}/cancel", s.laneOnly(s.authenticated(s.cancelInstruction)))

@@ -90,6 +90,12 @@ type Store interface {
 	// RenameDevice sets an owner's device's display name; ErrNotFound for
 	// a device that is not the owner's, as for none.
 	RenameDevice(ctx context.Context, ownerID, deviceID, name string) (Device, error)
+	// ForgetDevice removes a revoked device's row, its sessions and its
+	// enrollment token, and returns the device as it was; the audit rows
+	// that name it stay. ownerID "" is the admin, for any identity's device.
+	// ErrNotFound for a device that is not the owner's, ErrNotRevoked for
+	// one that is not revoked.
+	ForgetDevice(ctx context.Context, ownerID, deviceID string) (Device, error)
 
 	// AcquireLease takes a device's connection lease for a holder (one
 	// connection) and bumps the device's generation, unless a live lease is
@@ -338,6 +344,8 @@ var (
 	ErrLeaseHeld = errors.New("store: the connection lease is held by another connection")
 	ErrLeaseLost = errors.New("store: the connection lease is no longer held")
 	ErrRevoked   = errors.New("store: the device is revoked")
+	// ErrNotRevoked: only a revoked device is forgotten.
+	ErrNotRevoked = errors.New("store: the device is not revoked")
 	// ErrNameTaken refuses an identity named as another is.
 	ErrNameTaken = errors.New("store: another identity has that name")
 	// ErrAdminNotDisabled refuses disabling the admin (the lane would have none).

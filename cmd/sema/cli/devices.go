@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -48,6 +49,7 @@ func newDevicesCmd() *cobra.Command {
 	c.Flags().BoolVar(&f.all, "all", false, "also the revoked devices")
 	c.AddCommand(newRevokeCmd())
 	c.AddCommand(newRenameCmd())
+	c.AddCommand(newLaneForgetCmd())
 	return c
 }
 
@@ -168,17 +170,36 @@ func newRenameCmd() *cobra.Command {
 	return c
 }
 
+func newLaneForgetCmd() *cobra.Command {
+	return newDeviceIDCmd("forget", "forgot", (*client.Client).Forget,
+		"Remove a revoked device from the registry (its audit rows stay)",
+		"forget removes a revoked device's row, the sessions bound to it and its enrollment\n"+
+			"token, so that `sema devices --all` no longer lists it; the audit rows that name it stay.\n"+
+			"A device that is not revoked is refused: revoke it first. The admin may forget any\n"+
+			"identity's revoked device. An executor that was offline when its device was revoked, and\n"+
+			"connects after it is forgotten, hears auth_failed instead of revoked: it keeps its key\n"+
+			"and retries; stop it and delete its state dir.")
+}
+
 func newRevokeCmd() *cobra.Command {
+	return newDeviceIDCmd("revoke", "revoked", (*client.Client).Revoke,
+		"Revoke a device for good: its executor is told, stops and deletes its key",
+		"revoke is terminal: the device id can never connect again (enrolling the machine again\n"+
+			"yields a new id). A connected executor gets bye revoked, deletes its key and exits 3;\n"+
+			"its work in flight settles outcome_unknown.")
+}
+
+// newDeviceIDCmd is a `sema devices VERB DEVICE_ID` that calls the lane
+// once and says "DONE id".
+func newDeviceIDCmd(verb, done string, call func(*client.Client, context.Context, string) (api.Device, error), short, long string) *cobra.Command {
 	var f clientFlags
 	c := &cobra.Command{
-		Use:   "revoke DEVICE_ID",
-		Short: "Revoke a device for good: its executor is told, stops and deletes its key",
-		Long: "revoke is terminal: the device id can never connect again (enrolling the machine again\n" +
-			"yields a new id). A connected executor gets bye revoked, deletes its key and exits 3;\n" +
-			"its work in flight settles outcome_unknown.",
+		Use:   verb + " DEVICE_ID",
+		Short: short,
+		Long:  long,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return usageError{errors.New("revoke takes one device id")}
+				return usageError{fmt.Errorf("%s takes one device id", verb)}
 			}
 			return nil
 		},
@@ -188,11 +209,11 @@ func newRevokeCmd() *cobra.Command {
 				return err
 			}
 			defer lc.Close()
-			d, err := lc.Revoke(c.Context(), args[0])
+			d, err := call(lc, c.Context(), args[0])
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(Stdout, "revoked %s\n", safetext.String(d.DeviceID))
+			fmt.Fprintf(Stdout, "%s %s\n", done, safetext.String(d.DeviceID))
 			return nil
 		},
 	}

@@ -25,7 +25,8 @@ func newForgetCmd() *cobra.Command {
 		Long: "forget deletes the device key, the record and the status file from the state dir. The device\n" +
 			"id is dead for this machine afterwards (enrolling again yields a new one). It refuses while a\n" +
 			"`sema device serve` of the device runs (exit 6): stop it first. The lane still lists the\n" +
-			"device until you revoke it there: sema devices revoke ID.",
+			"device until you revoke it there (sema devices revoke ID), then sema devices forget ID drops\n" +
+			"it from the list.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error { return runForget(f) },
 	}

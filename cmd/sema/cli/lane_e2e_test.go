@@ -212,6 +212,16 @@ func TestLaneEndToEnd(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(stateDir, device.RecordFile)); !os.IsNotExist(err) {
 		t.Error("forget left the record")
 	}
+	// The lane forgets the revoked device: gone from --all, its audit stays.
+	if out, errOut, code := s.sema(t, nil, "devices", "forget", id); code != 0 || out != "forgot "+id+"\n" {
+		t.Fatalf("devices forget: exit %d: %q %s", code, out, errOut)
+	}
+	if out, _, _ := s.sema(t, nil, "devices", "--all"); strings.Contains(out, id) {
+		t.Errorf("devices --all after forget still lists %s:\n%s", id, out)
+	}
+	if _, errOut, code := s.sema(t, nil, "devices", "forget", id); code == 0 || !strings.Contains(errOut, id) {
+		t.Errorf("forgetting it twice: exit %d: %s", code, errOut)
+	}
 	if logs := s.stderr.String() + serve.stderr.String(); strings.Contains(logs, s.key) || strings.Contains(logs, "set_") {
 		t.Error("a secret is in the logs")
 	}

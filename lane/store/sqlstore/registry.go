@@ -161,6 +161,35 @@ func (s *Store) RenameDevice(ctx context.Context, ownerID, deviceID, name string
 	return d, err
 }
 
+// ForgetDevice removes a revoked device and what refers to it, in one
+// transaction.
+func (s *Store) ForgetDevice(ctx context.Context, ownerID, deviceID string) (store.Device, error) {
+	var d store.Device
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		d, err = scanDevice(tx.QueryRowContext(ctx, s.sql(`SELECT `+deviceColumns+` FROM devices WHERE id = ?`+s.d.ForUpdate), deviceID))
+		switch {
+		case err != nil && !errors.Is(err, store.ErrNotFound):
+			return s.wrap("read device", err)
+		case err != nil || (ownerID != "" && d.OwnerID != ownerID):
+			return store.ErrNotFound
+		case !d.Revoked():
+			return store.ErrNotRevoked
+		}
+		for _, q := range []string{
+			`DELETE FROM sessions WHERE device_id = ?`,
+			`DELETE FROM enroll_tokens WHERE device_id = ?`,
+			`DELETE FROM devices WHERE id = ?`,
+		} {
+			if _, err := tx.ExecContext(ctx, s.sql(q), deviceID); err != nil {
+				return s.wrap("forget device", err)
+			}
+		}
+		return nil
+	})
+	return d, err
+}
+
 // RevokeDevice revokes an owner's device, terminally, and drops its lease.
 func (s *Store) RevokeDevice(ctx context.Context, ownerID, deviceID string) (store.Device, error) {
 	// Counted once the write is over, whatever its result: a row read

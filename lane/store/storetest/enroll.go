@@ -281,6 +281,54 @@ func testADeviceIsRenamedByItsOwnerOnly(t *testing.T, s Backend) {
 	}
 }
 
+func testOnlyARevokedDeviceIsForgotten(t *testing.T, s Backend) {
+	alice := newIdentity(t, s, "alice")
+	bob := newIdentity(t, s, "bob")
+	token := newToken(t, s, alice.ID, time.Minute)
+	key := newKey(t)
+	d, _, err := s.RegisterDevice(ctx(t), registration(token, alice.ID, key))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.BindSession(ctx(t), alice.ID, "root-1", d.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ForgetDevice(ctx(t), alice.ID, d.ID); !errors.Is(err, store.ErrNotRevoked) {
+		t.Fatalf("forgetting a live device: err = %v, want ErrNotRevoked", err)
+	}
+	if _, err := s.RevokeDevice(ctx(t), alice.ID, d.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ForgetDevice(ctx(t), bob.ID, d.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("bob forgetting alice's device: err = %v, want ErrNotFound", err)
+	}
+	got, err := s.ForgetDevice(ctx(t), alice.ID, d.ID)
+	if err != nil || got.ID != d.ID || !got.Revoked() {
+		t.Fatalf("forget = %+v, %v; want %s as it was", got, err, d.ID)
+	}
+	if _, err := s.Device(ctx(t), d.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("the forgotten device is still read: err = %v", err)
+	}
+	if _, err := s.Session(ctx(t), alice.ID, "root-1"); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("a session bound to the forgotten device stays: err = %v", err)
+	}
+	if _, _, err := s.RegisterDevice(ctx(t), registration(token, alice.ID, key)); refusal(err) != store.RefusedUnknownToken {
+		t.Errorf("replaying the forgotten device's token: err = %v, want the unknown-token refusal", err)
+	}
+	if _, err := s.ForgetDevice(ctx(t), alice.ID, d.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("forgetting it again: err = %v, want ErrNotFound", err)
+	}
+
+	// The admin ("") forgets any identity's revoked device.
+	b := register(t, s, bob.ID)
+	if _, err := s.RevokeDevice(ctx(t), bob.ID, b.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.ForgetDevice(ctx(t), "", b.ID); err != nil {
+		t.Fatalf("the admin forgetting bob's revoked device: %v", err)
+	}
+}
+
 func testRevocationIsTerminal(t *testing.T, s Backend) {
 	alice := newIdentity(t, s, "alice")
 	d := register(t, s, alice.ID)

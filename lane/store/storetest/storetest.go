@@ -44,6 +44,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"DevicesArePagedInListOrder", testDevicesArePagedInListOrder},
 		{"RevocationIsTerminal", testRevocationIsTerminal},
 		{"ADeviceIsRenamedByItsOwnerOnly", testADeviceIsRenamedByItsOwnerOnly},
+		{"OnlyARevokedDeviceIsForgotten", testOnlyARevokedDeviceIsForgotten},
 		{"LeaseAndGeneration", testLeaseAndGeneration},
 		{"LeaseExpiresByTheDatabaseClock", testLeaseExpiry},
 		{"ConcurrentLeaseAcquisitionOneWinner", testConcurrentLease},
