@@ -148,11 +148,7 @@ func confinedProfile(p Policy) string {
 	b.WriteString("\n; Files are readable, and programs runnable, everywhere but beneath the hidden paths.\n")
 	b.WriteString("(allow file-read* process-exec* file-map-executable")
 	if len(p.Hidden) > 0 {
-		b.WriteString("\n  (require-all (subpath \"/\")")
-		for _, h := range p.Hidden {
-			writeExclusion(&b, h, "    ")
-		}
-		b.WriteString(")")
+		writeSubpathExcept(&b, "/", p.Hidden)
 	}
 	b.WriteString(")\n")
 
@@ -163,21 +159,7 @@ func confinedProfile(p Policy) string {
 			"; extended attributes) only beneath the writable roots, never beneath a hidden path.\n")
 		b.WriteString("(allow file-write*")
 		for _, w := range roots {
-			var inside []string
-			for _, h := range p.Hidden {
-				if Within(h, w) {
-					inside = append(inside, h)
-				}
-			}
-			if len(inside) == 0 {
-				fmt.Fprintf(&b, "\n  (subpath %s)", sbplString(w))
-				continue
-			}
-			fmt.Fprintf(&b, "\n  (require-all (subpath %s)", sbplString(w))
-			for _, h := range inside {
-				writeExclusion(&b, h, "    ")
-			}
-			b.WriteString(")")
+			writeSubpathExcept(&b, w, p.Hidden)
 		}
 		b.WriteString(")\n")
 	}
@@ -223,6 +205,26 @@ func confinedProfile(p Policy) string {
 		b.WriteString(")\n")
 	}
 	return b.String()
+}
+
+// writeSubpathExcept writes a filter for what is beneath root but beneath
+// none of the hidden paths within it.
+func writeSubpathExcept(b *strings.Builder, root string, hidden []string) {
+	var inside []string
+	for _, h := range hidden {
+		if Within(h, root) {
+			inside = append(inside, h)
+		}
+	}
+	if len(inside) == 0 {
+		fmt.Fprintf(b, "\n  (subpath %s)", sbplString(root))
+		return
+	}
+	fmt.Fprintf(b, "\n  (require-all (subpath %s)", sbplString(root))
+	for _, h := range inside {
+		writeExclusion(b, h, "    ")
+	}
+	b.WriteString(")")
 }
 
 // writeExclusion writes the require-not filters that leave h and everything
