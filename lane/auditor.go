@@ -146,6 +146,13 @@ func (a *auditor) run() {
 				continue // it closed while the last batch was written
 			}
 			window, windowAt = a.cfg.clock.NewTimer(wait), next
+			if !a.cfg.clock.Now().Before(next) {
+				// The clock passed next between reading it and arming
+				// the timer, which then waits a full wait past it.
+				window.Stop()
+				window = nil
+				continue
+			}
 		}
 		select {
 		case <-a.wake:

@@ -150,6 +150,21 @@ func TestAClosingWindowWritesItsRowByItself(t *testing.T) {
 	}
 }
 
+// H.8: a window whose close time the clock passes while the auditor is
+// arming its timer is still written: the clock is moved at once after
+// each refusal, racing the auditor, and every round's row must appear.
+func TestAWindowClosedWhileItsTimerIsArmedIsWritten(t *testing.T) {
+	st := openRegistry(t)
+	a, clk := testAuditor(t, st, nil)
+	for round := range 50 {
+		a.add(refusedUpgrade(fmt.Sprintf("192.0.2.%d", round+1)))
+		clk.Advance(auditWindow)
+		eventually(t, fmt.Sprintf("round %d's row", round), func() bool {
+			return auditRowCount(t, st, "WHERE event = '"+string(EventUpgradeRefused)+"'") == round+1
+		})
+	}
+}
+
 // H.8: retention. The auditor prunes at start and every hour; the age is
 // the database's (rows are aged by moving their timestamps back), and the
 // kept events stay.
