@@ -17,6 +17,24 @@ const (
 	EventAccepted = "accepted"
 	EventChunk    = "chunk"
 	EventOutcome  = "outcome"
+	// EventDevice, only to a caller that asked for it (HeaderNotices), says
+	// that the device's connection dropped while the instruction was in
+	// flight, or came back.
+	EventDevice = "device"
+)
+
+// HeaderNotices, set to NoticesDevice on POST /v1/devices/{id}/instructions,
+// asks for EventDevice lines in the stream; without it the stream holds
+// accepted, chunks and the outcome only.
+const (
+	HeaderNotices = "Sema-Notices"
+	NoticesDevice = "device"
+)
+
+// The presence an EventDevice line reports.
+const (
+	PresenceDisconnected = "disconnected"
+	PresenceConnected    = "connected"
 )
 
 // ContentTypeNDJSON is the media type of an instruction's event stream.
@@ -39,6 +57,11 @@ type Event struct {
 	// CancelledBy is "lane" when the lane cancelled the command on its own
 	// (its output outran the pending-delivery bound, §4).
 	CancelledBy string
+	// Device: Presence is PresenceDisconnected or PresenceConnected;
+	// GraceMs, when disconnected, how long the lane waits for the device
+	// before it settles the instruction.
+	Presence string
+	GraceMs  int64
 }
 
 // MaxEventLine bounds one line of the stream: a chunk of the largest frame
@@ -70,6 +93,8 @@ type wireEvent struct {
 	State         protocol.InstructionState `json:"state"`
 	Outcome       json.RawMessage           `json:"outcome"`
 	CancelledBy   string                    `json:"cancelledBy"`
+	Presence      string                    `json:"presence"`
+	GraceMs       int64                     `json:"graceMs"`
 }
 
 // Next returns the next event; io.EOF at a clean end of the stream (which,
@@ -102,7 +127,8 @@ func slowEvent(line []byte) (Event, error) {
 		return Event{}, fmt.Errorf("%w: %v", ErrBadEvent, err)
 	}
 	e := Event{Event: w.Event, InstructionID: w.InstructionID, Kind: w.Kind, StreamSeq: w.StreamSeq,
-		ExitCode: w.ExitCode, State: w.State, Outcome: w.Outcome, CancelledBy: w.CancelledBy}
+		ExitCode: w.ExitCode, State: w.State, Outcome: w.Outcome, CancelledBy: w.CancelledBy,
+		Presence: w.Presence, GraceMs: w.GraceMs}
 	if w.Event == EventChunk && w.DataB64 != nil {
 		var err error
 		if e.Data, err = protocol.DecodeCanonicalBase64(*w.DataB64); err != nil {

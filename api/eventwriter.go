@@ -3,6 +3,7 @@ package api
 import (
 	"encoding/json"
 	"strconv"
+	"time"
 
 	"github.com/sema-agent/sema/internal/b64"
 	"github.com/sema-agent/sema/protocol"
@@ -25,6 +26,15 @@ func AppendOutcomeLine(b []byte, state protocol.InstructionState, o protocol.Out
 		line["cancelledBy"] = "lane" // docs/api.md: the lane's own cancel, never the caller's
 	}
 	return appendJSONLine(b, line)
+}
+
+// AppendDeviceLine appends a "device" line: the device's connection
+// dropped (and the lane waits grace for it) or came back.
+func AppendDeviceLine(b []byte, connected bool, grace time.Duration) []byte {
+	if connected {
+		return appendJSONLine(b, map[string]string{"event": EventDevice, "presence": PresenceConnected})
+	}
+	return appendJSONLine(b, map[string]any{"event": EventDevice, "presence": PresenceDisconnected, "graceMs": grace.Milliseconds()})
 }
 
 // AppendChunkLine appends one chunk's line. The four kinds §4 allows are

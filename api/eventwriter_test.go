@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"testing"
+	"time"
 
 	"github.com/sema-agent/sema/internal/b64"
 	"github.com/sema-agent/sema/protocol"
@@ -83,6 +84,24 @@ func TestEventLinesAreWhatEncodingJSONWrote(t *testing.T) {
 	} {
 		if got, want := AppendOutcomeLine(nil, s.State, s.Outcome, false), oldOutcomeLine(s.State, s.Outcome); !bytes.Equal(got, want) {
 			t.Errorf("outcome: got %s want %s", got, want)
+		}
+	}
+}
+
+// The device lines read back as what was written: the presence, and the
+// grace in whole milliseconds while disconnected.
+func TestDeviceLinesReadBack(t *testing.T) {
+	var b []byte
+	b = AppendDeviceLine(b, false, 90*time.Second)
+	b = AppendDeviceLine(b, true, 0)
+	r := NewEventReader(bytes.NewReader(b))
+	for _, want := range []Event{
+		{Event: EventDevice, Presence: PresenceDisconnected, GraceMs: 90000},
+		{Event: EventDevice, Presence: PresenceConnected},
+	} {
+		got, err := r.Next()
+		if err != nil || got.Event != want.Event || got.Presence != want.Presence || got.GraceMs != want.GraceMs {
+			t.Fatalf("read %+v, %v; want %+v", got, err, want)
 		}
 	}
 }

@@ -30,6 +30,10 @@ type Sink struct {
 	// awaited (at most CancelWait). Called at most once, from another
 	// goroutine than Accepted and Chunk.
 	Cancelling func()
+	// Device: the device's connection dropped while the instruction was in
+	// flight and the lane waits up to grace for it to come back, or it came
+	// back (connected). When set, Instruct asks the lane for these notices.
+	Device func(connected bool, grace time.Duration)
 }
 
 // Result is how an instruction ended.
@@ -111,6 +115,9 @@ func (c *Client) Instruct(ctx context.Context, deviceID string, in api.Instructi
 		req, err := c.newRequest(ctx, http.MethodPost, "/v1/devices/"+url.PathEscape(deviceID)+"/instructions", bytesReader(body))
 		if err == nil {
 			req.Header.Set("Content-Type", "application/json")
+			if sink.Device != nil {
+				req.Header.Set(api.HeaderNotices, api.NoticesDevice)
+			}
 		}
 		return req, err
 	}
@@ -198,6 +205,18 @@ func follow(r io.Reader, sink Sink, w *watcher) (Result, error) {
 			}
 			if err := sink.Chunk(ev.Kind, ev.Data); err != nil {
 				return res, &StreamError{InstructionID: res.ID, Err: err} // errors.Is finds the sink's error
+			}
+		case api.EventDevice:
+			if sink.Device == nil {
+				return res, broken("a device notice the client did not ask for in the lane's stream")
+			}
+			switch ev.Presence {
+			case api.PresenceConnected:
+				sink.Device(true, 0)
+			case api.PresenceDisconnected:
+				sink.Device(false, time.Duration(ev.GraceMs)*time.Millisecond)
+			default:
+				return res, broken("a device notice with an unknown presence %q in the lane's stream", ev.Presence)
 			}
 		case api.EventOutcome:
 			res.State, res.LaneCancelled = ev.State, ev.CancelledBy == "lane"

@@ -56,10 +56,21 @@ type Settlement struct {
 }
 
 // Event is one thing a Call yields: a chunk, in stream order, or the
-// settlement, exactly once and last.
+// settlement, exactly once and last; and, to a caller that asked for them
+// (FollowDevice), a notice when the device's connection drops or comes
+// back while the call is in flight.
 type Event struct {
 	Chunk   *protocol.Chunk
 	Settled *Settlement
+	Device  *DeviceNotice
+}
+
+// DeviceNotice says that the device's connection dropped while the call
+// was in flight, and how long the lane waits for it to come back before it
+// settles the call (R4's reconnect grace), or that it came back.
+type DeviceNotice struct {
+	Connected bool
+	Grace     time.Duration // while disconnected: the wait, from now
 }
 
 // ErrDeliveryOverflow: the caller read the Call's events too slowly and the
@@ -98,6 +109,7 @@ type Call struct {
 	done       chan struct{}
 	settlement Settlement
 	finished   bool // the settlement event was taken by Next
+	following  bool // FollowDevice was called: notices are queued too
 
 	// The lane side, under the device's lock.
 	state       protocol.InstructionState
@@ -222,6 +234,32 @@ func (c *Call) ackNow() (upTo int64, ack bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.backlog.afterPush()
+}
+
+// FollowDevice makes Next yield a DeviceNotice when the device's
+// connection drops or comes back while the call is in flight. Without it
+// Next yields chunks and the settlement only.
+func (c *Call) FollowDevice() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.following = true
+}
+
+// notice queues n for a caller following the device; once settled, no
+// more.
+func (c *Call) notice(n DeviceNotice) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.following {
+		return
+	}
+	select {
+	case <-c.done:
+		return
+	default:
+	}
+	c.events = append(c.events, Event{Device: &n})
+	c.wake()
 }
 
 // finish records the settlement, once.

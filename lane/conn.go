@@ -423,7 +423,7 @@ func (s *Server) attach(c *conn, d *deviceState, epoch, remote string) (attached
 		// void from now on (R9), because it is no longer d.conn.
 		s.drop(d, old, protocol.ByeSuperseded)
 	}
-	d.stopGrace()
+	waited := d.stopGrace()
 	gen := c.gen
 	if d.epoch != "" && d.epoch != epoch {
 		// R3: a new epoch abandons everything in flight, before helloAck.
@@ -442,6 +442,9 @@ func (s *Server) attach(c *conn, d *deviceState, epoch, remote string) (attached
 		// lane withheld its ack for are not yet accepted (§4), and the
 		// device re-sends them as absorbed duplicates (backlog.go).
 		watermarks[call.ID] = call.ackedTo
+	}
+	if waited {
+		d.notify(DeviceNotice{Connected: true}) // the calls that waited for it, if any are left
 	}
 	d.epoch = epoch
 	d.conn, c.attached = c, true

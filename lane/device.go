@@ -226,6 +226,7 @@ func (s *Server) startGrace(d *deviceState) {
 	if d.grace != nil || len(d.calls)+len(d.queue) == 0 {
 		return
 	}
+	d.notify(DeviceNotice{Grace: s.cfg.ReconnectGrace})
 	d.grace = s.cfg.Clock.AfterFunc(s.cfg.ReconnectGrace, func() {
 		d.mu.Lock()
 		defer d.mu.Unlock()
@@ -239,10 +240,25 @@ func (s *Server) startGrace(d *deviceState) {
 	})
 }
 
-func (d *deviceState) stopGrace() {
-	if d.grace != nil {
-		d.grace.Stop()
-		d.grace = nil
+// stopGrace ends the reconnect grace (d.mu held); it reports whether one
+// was running.
+func (d *deviceState) stopGrace() bool {
+	if d.grace == nil {
+		return false
+	}
+	d.grace.Stop()
+	d.grace = nil
+	return true
+}
+
+// notify tells every call of the device, committed or queued, of n (d.mu
+// held).
+func (d *deviceState) notify(n DeviceNotice) {
+	for _, c := range d.calls {
+		c.notice(n)
+	}
+	for _, c := range d.queue {
+		c.notice(n)
 	}
 }
 

@@ -16,10 +16,14 @@ import (
 )
 
 // rawLines reads a stream's lines as bytes, as they arrive.
-func rawLines(t *testing.T, l *wsLane, deviceID, body string) <-chan []byte {
+// headers are name, value pairs.
+func rawLines(t *testing.T, l *wsLane, deviceID, body string, headers ...string) <-chan []byte {
 	t.Helper()
 	req, _ := http.NewRequestWithContext(t.Context(), "POST", l.url+"/v1/devices/"+deviceID+"/instructions", strings.NewReader(body))
 	req.Header.Set("Authorization", "Bearer "+l.ownerKey)
+	for i := 0; i+1 < len(headers); i += 2 {
+		req.Header.Set(headers[i], headers[i+1])
+	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil || resp.StatusCode != 200 {
 		t.Fatalf("post: %v %v", resp, err)

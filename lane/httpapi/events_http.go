@@ -31,6 +31,9 @@ func (s *API) streamCall(w http.ResponseWriter, r *http.Request, call *lane.Call
 	w.WriteHeader(http.StatusOK)
 	out := &eventWriter{w: w}
 	out.flusher, _ = w.(http.Flusher)
+	if r.Header.Get(api.HeaderNotices) == api.NoticesDevice {
+		call.FollowDevice()
+	}
 	out.buf = api.AppendAcceptedLine(out.buf, call.ID)
 	for {
 		if !call.Ready() && !out.flush() {
@@ -50,6 +53,10 @@ func (s *API) streamCall(w http.ResponseWriter, r *http.Request, call *lane.Call
 			out.write()
 			probe.Mark(probe.LaneAnswered)
 			return
+		}
+		if e.Device != nil {
+			out.buf = api.AppendDeviceLine(out.buf, e.Device.Connected, e.Device.Grace)
+			continue
 		}
 		out.buf = api.AppendChunkLine(out.buf, e.Chunk)
 		e.Chunk.Release() // this stream was its one holder; its memory goes back to the decoder's pool

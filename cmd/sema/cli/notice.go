@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/sema-agent/sema/internal/clock"
+	"github.com/sema-agent/sema/internal/words"
 )
 
 // waitNoticeAfter is how long run stays silent after the lane took the
@@ -88,6 +89,32 @@ func (n *waitNotice) cancelling() {
 	if !n.ended {
 		n.showLocked(cancellingLine)
 	}
+}
+
+// device says that the device's connection dropped and how long the lane
+// waits for it, or erases that once it is back.
+func (n *waitNotice) device(connected bool, grace time.Duration) {
+	if n == nil {
+		return
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.ended {
+		return
+	}
+	if connected {
+		n.eraseLocked()
+		return
+	}
+	n.stopLocked()
+	n.showLocked(disconnectedLine(grace))
+}
+
+// disconnectedLine is what run shows while the lane waits for a device
+// whose connection dropped (§5 R4: the reconnect grace).
+func disconnectedLine(grace time.Duration) string {
+	seconds := int64(grace.Round(time.Second) / time.Second)
+	return "sema: the device disconnected; waiting up to " + words.Count(seconds, "second", "seconds") + " for it to come back"
 }
 
 // end erases the line for good.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -142,6 +143,9 @@ func execCommand(command string, timeout time.Duration) api.InstructionRequest {
 	return api.InstructionRequest{Kind: protocol.KindExecStream, Args: protocol.CommandArgs{Command: command}, TimeoutMs: timeout.Milliseconds()}
 }
 
+// deviceLinePrefix starts a "device" line of the lane's stream.
+var deviceLinePrefix = []byte(`{"event":"` + api.EventDevice + `"`)
+
 // execOutput is where execStream writes: the command's stdout and stderr,
 // or, when events is not nil, the lane's event lines instead. notice, when
 // not nil, tells the terminal why it is silent.
@@ -169,9 +173,16 @@ func execStream(ctx context.Context, lc *client.Client, deviceID string, in api.
 			return nil
 		},
 	}
+	if notice != nil {
+		sink.Device = notice.device
+	}
 	if out.events != nil {
 		sink.Chunk = func(protocol.ChunkKind, []byte) error { notice.beforeOutput(); return nil }
-		sink.Line = func(line []byte) { out.events.Write(line) }
+		sink.Line = func(line []byte) {
+			if !bytes.HasPrefix(line, deviceLinePrefix) { // asked for the terminal, not part of --json
+				out.events.Write(line)
+			}
+		}
 	}
 	res, err := instruct(ctx, lc, deviceID, in, sink)
 	notice.end()

@@ -108,27 +108,35 @@ func TestProgressLine(t *testing.T) {
 	}
 }
 
+// oneDeviceLane is a lane with one device, dev_1, whose instructions are
+// answered by instructions once their body is read.
+func oneDeviceLane(instructions http.HandlerFunc) *httptest.Server {
+	return httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch {
+		case r.Method == "GET" && r.URL.Path == "/v1/devices":
+			json.NewEncoder(w).Encode(api.DeviceList{Devices: []api.Device{{DeviceID: "dev_1", WorkspaceRoot: "/ws"}}})
+		case r.Method == "POST" && r.URL.Path == "/v1/devices/dev_1/instructions":
+			io.Copy(io.Discard, r.Body)
+			instructions(w, r)
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+}
+
 // sema run in process against a lane that takes the command and stays
 // silent: on a (fake) terminal it says so after the wait, and erases the
 // line before the output.
 func TestRunSaysWhileTheDeviceIsSilent(t *testing.T) {
 	clk, stderr := fakeTerminal(t, true)
 	release := make(chan struct{})
-	lane := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch {
-		case r.Method == "GET" && r.URL.Path == "/v1/devices":
-			json.NewEncoder(w).Encode(api.DeviceList{Devices: []api.Device{{DeviceID: "dev_1", WorkspaceRoot: "/ws"}}})
-		case r.Method == "POST" && r.URL.Path == "/v1/devices/dev_1/instructions":
-			io.Copy(io.Discard, r.Body)
-			io.WriteString(w, `{"event":"accepted","instructionId":"ins_1"}`+"\n")
-			w.(http.Flusher).Flush()
-			<-release
-			io.WriteString(w, `{"event":"chunk","kind":"stderr","streamSeq":0,"dataB64":"aGkK"}`+"\n"+
-				`{"event":"outcome","state":"terminal","outcome":{"ok":true,"kind":"exec","exitCode":0}}`+"\n")
-		default:
-			http.NotFound(w, r)
-		}
-	}))
+	lane := oneDeviceLane(func(w http.ResponseWriter, r *http.Request) {
+		io.WriteString(w, `{"event":"accepted","instructionId":"ins_1"}`+"\n")
+		w.(http.Flusher).Flush()
+		<-release
+		io.WriteString(w, `{"event":"chunk","kind":"stderr","streamSeq":0,"dataB64":"aGkK"}`+"\n"+
+			`{"event":"outcome","state":"terminal","outcome":{"ok":true,"kind":"exec","exitCode":0}}`+"\n")
+	})
 	defer lane.Close()
 	t.Setenv(EnvAPIKey, "sema_x")
 	done := make(chan int)
@@ -145,6 +153,44 @@ func TestRunSaysWhileTheDeviceIsSilent(t *testing.T) {
 	}
 	if want := "\r" + waitingLine + "\x1b[K" + clearLine + "hi\n"; stderr.String() != want {
 		t.Errorf("stderr %q, want %q", stderr, want)
+	}
+}
+
+// sema run on a terminal asks the lane for device notices and says at once
+// that the device disconnected and how long the lane waits for it; the
+// line is erased when it is back, before the output. Not on a terminal it
+// does not ask.
+func TestRunSaysWhenTheDeviceDisconnects(t *testing.T) {
+	for _, terminal := range []bool{true, false} {
+		_, stderr := fakeTerminal(t, terminal)
+		asked := make(chan string, 1)
+		lane := oneDeviceLane(func(w http.ResponseWriter, r *http.Request) {
+			asked <- r.Header.Get(api.HeaderNotices)
+			io.WriteString(w, `{"event":"accepted","instructionId":"ins_1"}`+"\n")
+			if r.Header.Get(api.HeaderNotices) == api.NoticesDevice {
+				io.WriteString(w, `{"event":"device","graceMs":120000,"presence":"disconnected"}`+"\n"+
+					`{"event":"device","presence":"connected"}`+"\n")
+			}
+			io.WriteString(w, `{"event":"chunk","kind":"stderr","streamSeq":0,"dataB64":"aGkK"}`+"\n"+
+				`{"event":"outcome","state":"terminal","outcome":{"ok":true,"kind":"exec","exitCode":0}}`+"\n")
+		})
+		t.Setenv(EnvAPIKey, "sema_x")
+		code := Run(t.Context(), []string{"run", "--server", lane.URL, "--", "make test"})
+		lane.Close()
+		if code != 0 {
+			t.Fatalf("terminal %v: exit %d: %s", terminal, code, stderr)
+		}
+		want, header := "hi\n", ""
+		if terminal {
+			want = "\rsema: the device disconnected; waiting up to 120 seconds for it to come back\x1b[K" + clearLine + "hi\n"
+			header = api.NoticesDevice
+		}
+		if got := <-asked; got != header {
+			t.Errorf("terminal %v: %s %q, want %q", terminal, api.HeaderNotices, got, header)
+		}
+		if stderr.String() != want {
+			t.Errorf("terminal %v: stderr %q, want %q", terminal, stderr, want)
+		}
 	}
 }
 
