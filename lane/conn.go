@@ -388,11 +388,14 @@ func (s *Server) attach(c *conn, d *deviceState, epoch, remote string) (attached
 	}
 	old := d.conn
 	takeover := remote
-	if old != nil {
+	switch {
+	case old != nil:
 		if !old.stale() {
 			return false, protocol.RejectAlreadyConnected, nil
 		}
 		takeover = old.holder
+	case takeover == "":
+		takeover = d.graceHolder // the lease kept for the grace ("" if none)
 	}
 	lease, err := s.leases.acquire(store.LeaseRequest{DeviceID: d.id, Holder: c.holder, Epoch: epoch, Replica: s.replica, TTL: s.cfg.LeaseTTL, Takeover: takeover})
 	switch {
@@ -423,7 +426,7 @@ func (s *Server) attach(c *conn, d *deviceState, epoch, remote string) (attached
 		// void from now on (R9), because it is no longer d.conn.
 		s.drop(d, old, protocol.ByeSuperseded)
 	}
-	waited := d.stopGrace()
+	waited := d.stopGrace() != ""
 	gen := c.gen
 	if d.epoch != "" && d.epoch != epoch {
 		// R3: a new epoch abandons everything in flight, before helloAck.
@@ -526,14 +529,16 @@ func (c *conn) cleanup() {
 		c.goodbyeTimer.Stop()
 	}
 	c.to(evEnd)
-	current := d.conn == c
-	if current {
+	kept := false
+	if d.conn == c {
 		d.conn = nil
 		// Queued calls were never sent: they wait for the reconnect too.
-		s.startGrace(d)
+		kept = s.startGrace(d, c.holder)
 	}
 	d.mu.Unlock()
-	s.releaseLease(d.id, c.holder)
+	if !kept {
+		s.releaseLease(d.id, c.holder)
+	}
 	s.audit(context.Background(), store.AuditEvent{DeviceID: d.id, Event: string(EventDisconnected), RemoteAddr: c.remote})
 }
 

@@ -26,6 +26,11 @@ type deviceState struct {
 	inflight atomic.Int32
 	queue    []*Call
 	grace    clock.Timer // the reconnect grace, while there is no connection
+	// graceHolder is the holder whose stored lease this replica keeps (and
+	// renews) while the grace runs, so that the device reconnecting to
+	// another replica asks this one for it (handover.go), which then
+	// settles the work here at once instead of at the grace's end.
+	graceHolder string
 }
 
 func (s *Server) device(id string) *deviceState {
@@ -221,34 +226,41 @@ func sendCancel(conn *conn, c *Call) {
 }
 
 // startGrace starts the reconnect grace for a device left without a
-// connection (d.mu held). When it runs out the books close (R4).
-func (s *Server) startGrace(d *deviceState) {
+// connection (d.mu held), if it has work; it reports whether the lease of
+// holder, the connection that ended, is kept for the grace. When the grace
+// runs out the books close (R4) and the lease is released.
+func (s *Server) startGrace(d *deviceState, holder string) bool {
 	if d.grace != nil || len(d.calls)+len(d.queue) == 0 {
-		return
+		return false
 	}
+	d.graceHolder = holder
 	d.notify(DeviceNotice{Grace: s.cfg.ReconnectGrace})
 	d.grace = s.cfg.Clock.AfterFunc(s.cfg.ReconnectGrace, func() {
 		d.mu.Lock()
-		defer d.mu.Unlock()
-		if d.conn != nil {
+		if d.conn != nil || d.grace == nil {
+			d.mu.Unlock()
 			return
 		}
-		d.grace = nil
+		held := d.stopGrace()
 		s.settleAll(d,
 			laneFailure(protocol.ErrOutcomeUnknown, "the device did not reconnect within the %v reconnect grace; the command may have run", s.cfg.ReconnectGrace),
 			laneFailure(protocol.ErrTargetUnavailable, "the device did not reconnect within the %v reconnect grace", s.cfg.ReconnectGrace))
+		d.mu.Unlock()
+		s.releaseLease(d.id, held)
 	})
+	return true
 }
 
-// stopGrace ends the reconnect grace (d.mu held); it reports whether one
-// was running.
-func (d *deviceState) stopGrace() bool {
+// stopGrace ends the reconnect grace (d.mu held). It returns the holder of
+// the lease kept for it, "" if no grace was running: whoever stops it
+// releases that lease or has just taken it over.
+func (d *deviceState) stopGrace() (heldBy string) {
 	if d.grace == nil {
-		return false
+		return ""
 	}
 	d.grace.Stop()
-	d.grace = nil
-	return true
+	heldBy, d.grace, d.graceHolder = d.graceHolder, nil, ""
+	return heldBy
 }
 
 // notify tells every call of the device, committed or queued, of n (d.mu

@@ -156,6 +156,20 @@ func TestPresenceIsTheSameFromAnyReplica(t *testing.T) {
 	}
 }
 
+// L.3: a device whose connection dropped with work in flight is offline
+// from any replica, though the replica that holds its work keeps its lease
+// for the reconnect grace; its work still counts as in flight.
+func TestADeviceInItsGraceIsOfflineFromAnyReplica(t *testing.T) {
+	a, b := twoReplicas(t)
+	droppedWithWorkInFlight(a, "sleep 100")
+	for _, l := range []*wsLane{a, b} {
+		devices := l.do("GET", "/v1/devices", a.ownerKey, "").JSON(t)["devices"].([]any)
+		if m := devices[0].(map[string]any); m["online"] != false || m["inflight"] != 1.0 {
+			t.Errorf("%s lists the device in its grace as %v; want offline with 1 in flight", l.url, m)
+		}
+	}
+}
+
 // L.3: a replica may ask another for a full page of devices at once (the
 // largest page, every device held by the one it asks).
 func TestAReplicaMayAskForAFullPageOfPresence(t *testing.T) {

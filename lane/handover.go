@@ -17,9 +17,11 @@ import (
 // Taking a lease over at once (docs/operations.md, replicas). A device that
 // reconnects to this replica while its lease is still held by another replica
 // (that replica was killed, or drains, or its socket to the device died
-// without a close) would be refused already_connected until the lease
-// expired, one TTL later. Instead this replica asks the holder to let the
-// lease go:
+// without a close, or closed while work was in flight: the lease is then
+// kept for the reconnect grace, device.go) would be refused
+// already_connected until the lease expired, one TTL later, and the work
+// held there would wait out the grace. Instead this replica asks the holder
+// to let the lease go:
 //
 //   - the holder keeps a connection that is fresh (a frame within the
 //     liveness limit, R14) and answers 409: another executor instance is

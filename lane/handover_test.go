@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"net"
 	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -150,4 +151,55 @@ func TestOnlyAReplicaMayAskForALease(t *testing.T) {
 	if a.connState(fd.id) != connActive {
 		t.Fatalf("the connection is %v after a refused ask; want active", a.connState(fd.id))
 	}
+}
+
+// R2, replicas: a device whose connection dropped with work in flight and
+// that reconnects to another replica lets that work settle at once where
+// it was (outcome_unknown: the new connection lists nothing, so the
+// executor stopped it), not at the end of the reconnect grace, which
+// never moves here.
+func TestWorkOnAReplicaTheDeviceLeftSettlesWhenItReconnectsElsewhere(t *testing.T) {
+	a, b := twoReplicas(t)
+	fd, call := droppedWithWorkInFlight(a, "make deploy")
+	fd.l, fd.ws, fd.pending = b, nil, nil
+	if ack := fd.establish(); len(ack.PendingInstructions) != 0 {
+		t.Fatalf("the new replica lists %v pending; it holds none of the device's work", ack.PendingInstructions)
+	}
+	s := settled(t, call)
+	if f, ok := s.Outcome.(protocol.Failure); !ok || f.ErrorCode != protocol.ErrOutcomeUnknown || !strings.Contains(f.Message, "another lane replica") {
+		t.Fatalf("settlement %+v, want outcome_unknown naming the other replica", s.Outcome)
+	}
+}
+
+// R4: the lease a replica keeps for a dropped connection's grace is
+// renewed with its others, and released when the grace runs out.
+func TestTheLeaseKeptForTheGraceIsReleasedWhenItEnds(t *testing.T) {
+	l := newWSLane(t)
+	fd, call := droppedWithWorkInFlight(l, "sleep 600")
+	leased := func() bool {
+		dev, err := l.store.Device(t.Context(), fd.id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return dev.Leased
+	}
+	if !leased() {
+		t.Fatal("the lease was released at the drop; it is kept for the reconnect grace")
+	}
+	l.clk.Advance(l.srv.cfg.ReconnectGrace)
+	if s := settled(t, call); s.Outcome.OK() {
+		t.Fatalf("settlement %+v after the grace", s)
+	}
+	eventually(t, "the kept lease is released", func() bool { return !leased() })
+}
+
+// droppedWithWorkInFlight is a device connected to l that was sent command
+// and then dropped its connection.
+func droppedWithWorkInFlight(l *wsLane, command string) (*fakeDevice, *Call) {
+	fd := l.enroll()
+	fd.establish()
+	call := l.dispatch(fd, execInstr(command))
+	fd.instructionFor(call.ID)
+	fd.drop()
+	return fd, call
 }

@@ -106,11 +106,10 @@ func (s *Server) kick(deviceID string, reason protocol.ByeReason) {
 		return
 	}
 	d.mu.Lock()
-	defer d.mu.Unlock()
 	if d.conn != nil {
 		s.drop(d, d.conn, reason)
 	}
-	d.stopGrace()
+	held := d.stopGrace()
 	what := "the device was " + string(reason)
 	if reason == protocol.ByeDraining {
 		what = "this lane replica was shutting down" // the lane drained, not the device
@@ -118,6 +117,10 @@ func (s *Server) kick(deviceID string, reason protocol.ByeReason) {
 	s.settleAll(d,
 		laneFailure(protocol.ErrOutcomeUnknown, "%s while the instruction was in flight; it may have run", what),
 		laneFailure(protocol.ErrTargetUnavailable, "%s", what))
+	d.mu.Unlock()
+	if held != "" {
+		s.releaseLease(d.id, held)
+	}
 }
 
 // Shutdown drains the replica, as a deploy expects: new sockets get 503,

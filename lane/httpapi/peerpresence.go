@@ -102,8 +102,11 @@ func (s *API) askPresence(ctx context.Context, replica string, devices []api.Dev
 		return
 	}
 	for _, i := range idx {
+		// The holder knows best: a lease it keeps for the reconnect grace
+		// of a dropped connection is not a device online.
 		h := held[devices[i].DeviceID]
 		devices[i].Inflight += h.Inflight
+		devices[i].Online = h.Online
 		if h.Online {
 			devices[i].ConnectedSince = h.ConnectedSince
 		}
