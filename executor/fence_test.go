@@ -199,3 +199,29 @@ func TestUnackedResultIsGivenUp(t *testing.T) {
 		t.Errorf("the command ran %d times", strings.Count(b, "x"))
 	}
 }
+
+// §1.5, R2: an instruction fenced under one generation (a connection to
+// another replica did not list it) that a later helloAck lists again is
+// answered at once outcome_unknown under the new generation: the executor
+// stopped and forgot it, and the lane would otherwise wait out timeoutMs
+// for a result that never comes.
+func TestAListedInstructionAlreadyFencedIsAnsweredAtOnce(t *testing.T) {
+	h := newHarness(t)
+	c := h.connect(1, nil, nil)
+	c.AutoAck(true)
+	id := newID()
+	c.Send(execIn(1, id, "echo started; exec sleep 1000", 0))
+	if err := h.lane.Ledger.WaitOutput(h.ctx(), id, "started\n"); err != nil {
+		t.Fatal(err)
+	}
+	c2 := h.reconnect(c, 2, nil, nil) // fenced: stopped and forgotten
+	c3 := h.reconnect(c2, 3, []string{id}, map[string]int64{id: h.lane.Ledger.Stream(id).Contiguous})
+	c3.AutoAck(true)
+	r, err := h.lane.Ledger.WaitResult(h.ctx(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := outcomeOf(t, r); r.Gen != 3 || got != "error:"+string(protocol.ErrOutcomeUnknown) {
+		t.Fatalf("result %q under gen %s, want outcome_unknown under gen 3", got, r.Gen)
+	}
+}

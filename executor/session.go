@@ -71,7 +71,7 @@ func (rt *Runtime) connect(ctx context.Context) sessionEnd {
 
 	// The fence (§1.5, R2, R10): keep the listed, stop and forget the rest,
 	// trim the outbox to the watermarks, and only then generationAck.
-	unknown, err := rt.tab.fence(ack.PendingInstructions, rt.cfg.FenceWait)
+	unknown, forgotten, err := rt.tab.fence(ack.PendingInstructions, rt.cfg.FenceWait)
 	if err != nil {
 		conn.Close(websocket.StatusTryAgainLater, "fence incomplete")
 		return sessionEnd{err: fmt.Errorf("fence: %w", err), handshook: true}
@@ -89,6 +89,18 @@ func (rt *Runtime) connect(ctx context.Context) sessionEnd {
 			rt.log.Warn("the lane lists an instruction this executor never received", "instructionId", id)
 			rt.tab.answerNow(e, protocol.Fail(protocol.ErrTargetUnavailable,
 				"this instruction never reached the executor (the connection dropped while it was being sent); it never started"))
+		}
+	}
+	for _, id := range forgotten {
+		// Listed, but this process already stopped and forgot it: another
+		// connection's helloAck did not list it (§1.5), so it was fenced,
+		// or its result was given up. Listed, it may be answered (R2), and
+		// answering now spares the lane waiting out timeoutMs for a result
+		// that would never come. Whether it ran is not known here.
+		if e := rt.tab.readmit(id); e != nil {
+			rt.log.Warn("the lane lists an instruction this executor already stopped and forgot", "instructionId", id)
+			rt.tab.answerNow(e, protocol.Fail(protocol.ErrOutcomeUnknown,
+				"the executor had already stopped and forgotten this instruction (a connection to another lane replica did not list it, §1.5); it may have run"))
 		}
 	}
 	if err := s.writeOwnDeadline(&protocol.GenerationAck{Gen: s.gen}); err != nil {

@@ -122,6 +122,10 @@ func (t *table) add(id string, kind protocol.InstructionKind) *entry {
 	if t.knownLocked(id) {
 		return nil
 	}
+	return t.addLocked(id, kind)
+}
+
+func (t *table) addLocked(id string, kind protocol.InstructionKind) *entry {
 	ctx, stop := context.WithCancelCause(context.Background())
 	e := &entry{id: id, kind: kind, ctx: ctx, stop: stop, done: make(chan struct{}), started: t.rt.cfg.Clock.Now()}
 	if kind.IsWrite() {
@@ -283,8 +287,9 @@ func (t *table) all() []*entry {
 // stopped (cause errFenced), waited for, and forgotten with its buffers. It
 // returns an error, and leaves the rest for the next socket, if some op did
 // not end within wait. Listed ids this process never received are returned
-// in unknown.
-func (t *table) fence(listed []string, wait time.Duration) (unknown []string, err error) {
+// in unknown; listed ids it received and has since forgotten (fenced under
+// an earlier generation, or answered and released) in forgotten.
+func (t *table) fence(listed []string, wait time.Duration) (unknown, forgotten []string, err error) {
 	keep := make(map[string]bool, len(listed))
 	for _, id := range listed {
 		keep[id] = true
@@ -297,7 +302,12 @@ func (t *table) fence(listed []string, wait time.Duration) (unknown []string, er
 		}
 	}
 	for _, id := range listed {
-		if !t.knownLocked(id) {
+		_, in := t.entries[id]
+		_, was := t.gone[id]
+		switch {
+		case !in && was:
+			forgotten = append(forgotten, id)
+		case !in:
 			unknown = append(unknown, id)
 		}
 	}
@@ -313,14 +323,31 @@ func (t *table) fence(listed []string, wait time.Duration) (unknown []string, er
 		select {
 		case <-e.done:
 		case <-deadline.C():
-			return unknown, fmt.Errorf("fenced instruction %s did not stop within %v", e.id, wait)
+			return unknown, forgotten, fmt.Errorf("fenced instruction %s did not stop within %v", e.id, wait)
 		}
 	}
 	for _, e := range victims {
 		t.rt.log.Info("fenced: instruction written off by the lane; stopped and forgotten", "instructionId", e.id, "kind", e.kind)
 		t.release(e.id)
 	}
-	return unknown, nil
+	return unknown, forgotten, nil
+}
+
+// readmit takes back a forgotten id for its one answer, which the lane
+// still waits for (it lists the id as pending); nil if it is in flight or
+// was never received. Its place in the bounded memory of released ids is
+// taken anew when it is released again.
+func (t *table) readmit(id string) *entry {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if _, was := t.gone[id]; !was {
+		return nil
+	}
+	delete(t.gone, id)
+	if i := slices.Index(t.gonesq, id); i >= 0 {
+		t.gonesq = slices.Delete(t.gonesq, i, i+1)
+	}
+	return t.addLocked(id, "")
 }
 
 // stopAll stops every op with cause and waits for all of them.

@@ -64,7 +64,9 @@ func (l *Ledger) changed() {
 }
 
 // newGeneration notes which known ids a helloAck writes off: the device
-// must send nothing for them afterwards (§5.4).
+// must send nothing for them afterwards (§5.4), unless a later helloAck
+// lists them again (a lane of several replicas: the one that still holds
+// the instruction), which makes them the device's business again.
 func (l *Ledger) newGeneration(c *Conn, pending []string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -72,6 +74,9 @@ func (l *Ledger) newGeneration(c *Conn, pending []string) {
 		if !slices.Contains(pending, id) {
 			l.written[id] = true
 		}
+	}
+	for _, id := range pending {
+		delete(l.written, id)
 	}
 }
 
