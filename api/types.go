@@ -195,6 +195,9 @@ const (
 	CodeSessionDeviceMismatch = "session.device_mismatch"
 	// CodeSessionNotFound: the caller has no binding of that root session.
 	CodeSessionNotFound = "session.not_found"
+	// CodeSessionLimit: binding one more root session would pass the
+	// lane's bound per identity; the message names it.
+	CodeSessionLimit = "session.limit_reached"
 	// CodeAPIKeyNotFound: the caller has no such key (another identity's
 	// key is indistinguishable from none).
 	CodeAPIKeyNotFound = "api_key.not_found"

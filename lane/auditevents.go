@@ -41,4 +41,5 @@ const (
 	EventAPIKeyCreated    EventName = "api_key.created"
 	EventAPIKeyRevoked    EventName = "api_key.revoked"
 	EventSessionRebound   EventName = "session.rebound" // an explicit rebind (§9)
+	EventSessionUnbound   EventName = "session.unbound" // a binding deleted by its owner
 )

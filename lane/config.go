@@ -101,6 +101,14 @@ type Config struct {
 	// MaxAPIKeysPerIdentity bounds the keys one identity holds that are
 	// not revoked; one more is refused (409 naming the bound). Default 100.
 	MaxAPIKeysPerIdentity int
+	// MaxSessionsPerIdentity bounds the root session bindings (§9) one
+	// identity holds; an instruction or rebind that would bind one more
+	// is refused (409 naming the bound). Default 10,000.
+	MaxSessionsPerIdentity int
+	// SessionIdleExpiry is how long a root session binding is kept unused
+	// (its use is recorded at most once an hour); older ones are pruned
+	// every hour. Default 720 h.
+	SessionIdleExpiry time.Duration
 }
 
 // DefaultConfig is the one place the lane's defaults live: every timing
@@ -135,8 +143,10 @@ func DefaultConfig() Config {
 		BodyMinRate:        64 << 10,
 		MaxTimeout:         24 * time.Hour,
 
-		MaxAPIKeysPerIdentity: 100,
-		DrainGrace:            5 * time.Second,
+		MaxAPIKeysPerIdentity:  100,
+		MaxSessionsPerIdentity: 10_000,
+		SessionIdleExpiry:      720 * time.Hour,
+		DrainGrace:             5 * time.Second,
 	}
 }
 
@@ -176,6 +186,7 @@ func (c Config) withDefaults() (Config, error) {
 		{&c.HandshakeDeadline, def.HandshakeDeadline},
 		{&c.WriteTimeout, def.WriteTimeout},
 		{&c.AuditRetention, def.AuditRetention},
+		{&c.SessionIdleExpiry, def.SessionIdleExpiry},
 	}
 	for _, d := range durations {
 		if *d.v == 0 {
@@ -198,6 +209,7 @@ func (c Config) withDefaults() (Config, error) {
 		{&c.MaxPreAuth, def.MaxPreAuth},
 		{&c.MaxPreAuthPerAddr, def.MaxPreAuthPerAddr},
 		{&c.MaxAPIKeysPerIdentity, def.MaxAPIKeysPerIdentity},
+		{&c.MaxSessionsPerIdentity, def.MaxSessionsPerIdentity},
 	}
 	for _, n := range ints {
 		if *n.v == 0 {

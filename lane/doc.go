@@ -25,6 +25,8 @@
 //     (stream.go) before the caller reads it with Call.Next.
 //   - leases.go, leasebatch.go, renewer.go: the connection leases (§1.4);
 //     replica.go, cluster.go, handover.go: replicas on one registry.
+//   - sessions.go: root session binding (§9); janitor.go prunes idle
+//     bindings; periodic.go: the rounds both run on.
 //   - auditor.go, auditwindow.go, auditevents.go: the audit trail;
 //     metrics.go: the counters.
 package lane

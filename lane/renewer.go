@@ -2,52 +2,22 @@ package lane
 
 import (
 	"context"
-	"sync"
 
 	"github.com/sema-agent/sema/lane/store"
 )
 
-// leaseRenewer keeps this replica's stored leases (§1.4) alive with one
-// statement per renewal interval for all of its connections, instead of
-// one write per heartbeat: at 15,000 devices and a 15 s heartbeat that is
-// one statement every 15 s instead of a thousand a second. The interval is
-// a third of the lease TTL, as the per-heartbeat renewal was, so a round
+// The lease renewer keeps this replica's stored leases (§1.4) alive with
+// one statement per renewal interval for all of its connections, instead
+// of one write per heartbeat: at 15,000 devices and a 15 s heartbeat that
+// is one statement every 15 s instead of a thousand a second. The interval
+// is a third of the lease TTL, as the per-heartbeat renewal was, so a round
 // that fails still leaves a second one before any lease expires.
 //
 // A connection whose lease the statement did not renew has lost it (taken
 // over by another holder, or its device revoked): it is closed, as a
 // failed per-connection renewal closed it.
-type leaseRenewer struct {
-	s    *Server
-	stop chan struct{}
-	done chan struct{}
-	once sync.Once
-}
-
-func startLeaseRenewer(s *Server) *leaseRenewer {
-	r := &leaseRenewer{s: s, stop: make(chan struct{}), done: make(chan struct{})}
-	go r.loop()
-	return r
-}
-
-func (r *leaseRenewer) loop() {
-	defer close(r.done)
-	for {
-		t := r.s.cfg.Clock.NewTimer(r.s.cfg.LeaseTTL / 3)
-		select {
-		case <-r.stop:
-			t.Stop()
-			return
-		case <-t.C():
-		}
-		r.s.renewLeases()
-	}
-}
-
-// close stops the loop and waits for a round under way to end.
-func (r *leaseRenewer) close() {
-	r.once.Do(func() { close(r.stop) })
-	<-r.done
+func startLeaseRenewer(s *Server) *periodic {
+	return startPeriodic(s.cfg.Clock, s.cfg.LeaseTTL/3, false, s.renewLeases)
 }
 
 // renewLeases is one round. A connection is judged only if its lease was

@@ -25,7 +25,8 @@ type Server struct {
 	replica string
 	// renewer renews the replica's leases, one statement a round; leaseRound
 	// counts its rounds (renewer.go).
-	renewer    *leaseRenewer
+	renewer    *periodic
+	janitor    *periodic // prunes idle session bindings (janitor.go)
 	leaseRound atomic.Uint64
 	// leases takes the handshakes' leases in batches (leasebatch.go).
 	leases leaseBatcher
@@ -92,6 +93,7 @@ func New(cfg Config) (*Server, error) {
 	s.audits = startAuditor(auditorConfig{store: cfg.Store, log: cfg.Logger, clock: cfg.Clock, retention: cfg.AuditRetention, keep: cfg.AuditKeep})
 	s.leases.store = cfg.Store
 	s.renewer = startLeaseRenewer(s)
+	s.janitor = startJanitor(s)
 	return s, nil
 }
 

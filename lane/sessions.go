@@ -33,6 +33,18 @@ func (e *SessionMismatchError) Error() string {
 		clip(e.RootSessionID), e.BoundDeviceID, e.DeviceID)
 }
 
+// SessionLimitError refuses an instruction or rebind that would bind one
+// more root session than its identity may hold. Nothing was queued.
+type SessionLimitError struct {
+	RootSessionID string
+	Max           int
+}
+
+func (e *SessionLimitError) Error() string {
+	return fmt.Sprintf("root session %q cannot be bound: your identity holds %d root session bindings, this lane's most (sema server --max-sessions-per-identity); unbind one (DELETE /v1/sessions/{rootSessionId}) or wait for idle ones to expire",
+		clip(e.RootSessionID), e.Max)
+}
+
 // CheckRootSessionID returns what is wrong with a rootSessionId, or "".
 func CheckRootSessionID(id string) string {
 	switch {
@@ -64,7 +76,10 @@ func (s *Server) bindSession(ctx context.Context, owner, rootSessionID string, d
 			return nil
 		}
 	} else {
-		b, err = s.store.BindSession(ctx, owner, rootSessionID, dev.ID)
+		b, err = s.store.BindSession(ctx, owner, rootSessionID, dev.ID, s.cfg.MaxSessionsPerIdentity)
+	}
+	if errors.Is(err, store.ErrSessionLimit) {
+		return &SessionLimitError{RootSessionID: rootSessionID, Max: s.cfg.MaxSessionsPerIdentity}
 	}
 	if err != nil {
 		return fmt.Errorf("lane: the device registry is unavailable: %w", err)

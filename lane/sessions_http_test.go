@@ -1,12 +1,15 @@
 package lane
 
 import (
+	"context"
+	"database/sql"
 	"errors"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/store"
@@ -279,4 +282,50 @@ func TestARevokedDeviceIsNotBound(t *testing.T) {
 	wantError(t, l.session(l.ownerKey, "rs_1"), 404, "session.not_found", "rs_1")
 	l.submit(live.id, l.ownerKey, sessionExec("rs_1"))
 	wantError(t, l.submit(revoked.id, l.ownerKey, sessionExec("rs_1")), 409, "session.device_mismatch", live.id)
+}
+
+// The bound on root session bindings per identity: one binding past it is
+// refused 409 session.limit_reached naming the bound and the flag, by an
+// instruction (nothing queued) and by a rebind; the sessions bound still
+// work; DELETE /v1/sessions/{id} frees a place (204, then 404).
+func TestOneSessionPastTheLimitIsRefusedNamingIt(t *testing.T) {
+	l := newWSLane(t, func(c *Config) { c.MaxSessionsPerIdentity = 2 })
+	fd := l.enroll()
+	for _, id := range []string{"rs_1", "rs_2"} {
+		if r := l.submit(fd.id, l.ownerKey, sessionExec(id)); r.Status != 200 {
+			t.Fatalf("%s under the limit: %d %s", id, r.Status, r.Body)
+		}
+	}
+	wantError(t, l.submit(fd.id, l.ownerKey, sessionExec("rs_3")), 409, "session.limit_reached", "holds 2 root session bindings, this lane's most (sema server --max-sessions-per-identity)")
+	wantError(t, l.do("POST", "/v1/sessions/rs_3/rebind", l.ownerKey, `{"deviceId":"`+fd.id+`"}`), 409, "session.limit_reached", "holds 2")
+	if r := l.submit(fd.id, l.ownerKey, sessionExec("rs_1")); r.Status != 200 {
+		t.Fatalf("a bound session at the limit: %d %s", r.Status, r.Body)
+	}
+	if r := l.do("DELETE", "/v1/sessions/rs_1", l.ownerKey, ""); r.Status != 204 {
+		t.Fatalf("DELETE: %d %s", r.Status, r.Body)
+	}
+	wantError(t, l.do("DELETE", "/v1/sessions/rs_1", l.ownerKey, ""), 404, "session.not_found", "rs_1")
+	wantError(t, l.session(l.ownerKey, "rs_1"), 404, "session.not_found", "rs_1")
+	if r := l.submit(fd.id, l.ownerKey, sessionExec("rs_3")); r.Status != 200 {
+		t.Fatalf("rs_3 after rs_1 was unbound: %d %s", r.Status, r.Body)
+	}
+}
+
+// Bindings unused for the idle expiry are pruned at start and every hour
+// of the lane's clock.
+func TestIdleSessionBindingsArePruned(t *testing.T) {
+	l := newWSLane(t)
+	fd := l.enroll()
+	l.submit(fd.id, l.ownerKey, sessionExec("rs_idle"))
+	db := l.store.(interface{ DB() *sql.DB }).DB()
+	if _, err := db.ExecContext(t.Context(), `UPDATE sessions SET used_ms = used_ms - ?`, (l.srv.cfg.SessionIdleExpiry + time.Hour).Milliseconds()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
+	defer cancel()
+	if _, ok := l.clk.WaitTimer(ctx, func(d time.Duration) bool { return d == janitorEvery }); !ok {
+		t.Fatal("the janitor armed no timer")
+	}
+	l.clk.Advance(janitorEvery)
+	eventually(t, "the idle binding is pruned", func() bool { return l.session(l.ownerKey, "rs_idle").Status == 404 })
 }

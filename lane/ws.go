@@ -161,6 +161,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		err = ctx.Err()
 	}
 	s.renewer.close()
+	s.janitor.close()
 	s.leases.wait()
 	s.releaseLeases()
 	s.removeReplica()

@@ -81,6 +81,7 @@ func New(core *lane.Server) *API {
 	s.mux.HandleFunc("DELETE /v1/api-keys/{keyId}", s.laneOnly(s.authenticated(s.revokeAPIKey)))
 	s.mux.HandleFunc("GET /v1/sessions/{rootSessionId}", s.laneOnly(s.authenticated(s.getSession)))
 	s.mux.HandleFunc("POST /v1/sessions/{rootSessionId}/rebind", s.laneOnly(s.authenticated(s.rebindSession)))
+	s.mux.HandleFunc("DELETE /v1/sessions/{rootSessionId}", s.laneOnly(s.authenticated(s.deleteSession)))
 	s.mux.HandleFunc("POST "+api.HandoverPath, s.laneOnly(s.serveHandover))
 	s.mux.HandleFunc("POST "+api.PresencePath, s.laneOnly(s.servePresence))
 	s.mux.HandleFunc("GET "+s.cfg.WSPath, s.laneOnly(core.ServeWebSocket))

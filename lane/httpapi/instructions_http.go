@@ -242,13 +242,15 @@ func (s *API) postInstruction(w http.ResponseWriter, r *http.Request) {
 }
 
 // dispatchHTTP dispatches for the request's caller; when it cannot, it
-// answers the refusal (404, 409 session.device_mismatch, 400, 503) and
+// answers the refusal (404, 409 session.device_mismatch or
+// session.limit_reached, 400, 503) and
 // returns nil. release is dispatch's contentDone.
 func (s *API) dispatchHTTP(w http.ResponseWriter, r *http.Request, deviceID string, in lane.Instruction, release func()) *lane.Call {
 	call, err := s.core.DispatchAs(r.Context(), deviceID, callerOf(r.Context()).ID, in, release)
 	var (
 		invalid  *lane.InvalidInstructionError
 		mismatch *lane.SessionMismatchError
+		limit    *lane.SessionLimitError
 	)
 	switch {
 	case errors.Is(err, lane.ErrUnknownDevice):
@@ -256,6 +258,9 @@ func (s *API) dispatchHTTP(w http.ResponseWriter, r *http.Request, deviceID stri
 		return nil
 	case errors.As(err, &mismatch):
 		writeError(w, errorf(http.StatusConflict, api.CodeSessionDeviceMismatch, "%s", mismatch.Error()))
+		return nil
+	case errors.As(err, &limit):
+		writeError(w, sessionLimit(limit))
 		return nil
 	case errors.As(err, &invalid):
 		writeError(w, errorf(http.StatusBadRequest, api.CodeFieldInvalid, "%s", invalid.Detail))

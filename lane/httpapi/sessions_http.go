@@ -74,11 +74,43 @@ func (s *API) rebindSession(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errorf(http.StatusConflict, api.CodeDeviceRevoked, "device %s is revoked: a session cannot be bound to it", dev.ID))
 		return
 	}
-	b, err := s.store.RebindSession(r.Context(), caller.ID, id, dev.ID)
-	if err != nil {
+	max := s.core.Config().MaxSessionsPerIdentity
+	b, err := s.store.RebindSession(r.Context(), caller.ID, id, dev.ID, max)
+	switch {
+	case errors.Is(err, store.ErrSessionLimit):
+		writeError(w, sessionLimit(&lane.SessionLimitError{RootSessionID: id, Max: max}))
+		return
+	case err != nil:
 		s.unavailable(w, r, "rebind session", err)
 		return
 	}
 	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, DeviceID: dev.ID, Event: string(lane.EventSessionRebound), RemoteAddr: lane.RemoteAddr(r)})
 	writeJSON(w, http.StatusOK, sessionView(b))
+}
+
+// sessionLimit is the 409 of a binding past the identity's bound.
+func sessionLimit(e *lane.SessionLimitError) *apiError {
+	return errorf(http.StatusConflict, api.CodeSessionLimit, "%s", e.Error())
+}
+
+// deleteSession is DELETE /v1/sessions/{rootSessionId}: the caller's
+// binding goes (the next instruction of that session binds it anew); 404
+// when unbound, or bound by another identity: indistinguishable.
+func (s *API) deleteSession(w http.ResponseWriter, r *http.Request) {
+	id, aerr := rootSessionParam(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	caller := callerOf(r.Context())
+	switch err := s.store.DeleteSession(r.Context(), caller.ID, id); {
+	case errors.Is(err, store.ErrNotFound):
+		writeError(w, errorf(http.StatusNotFound, api.CodeSessionNotFound, "root session %q is not bound to a device of yours", clip(id)))
+		return
+	case err != nil:
+		s.unavailable(w, r, "delete session", err)
+		return
+	}
+	s.audit(r.Context(), store.AuditEvent{IdentityID: caller.ID, Event: string(lane.EventSessionUnbound), RemoteAddr: lane.RemoteAddr(r)})
+	w.WriteHeader(http.StatusNoContent)
 }

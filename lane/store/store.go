@@ -57,12 +57,20 @@ type Store interface {
 	// BindSession binds a root session of an owner to a device unless it is
 	// bound already, and returns the binding that holds: the new one, or
 	// the one found, which may name another device (§9). Concurrent first
-	// binds have exactly one winner, decided by the database.
-	BindSession(ctx context.Context, ownerID, rootSessionID, deviceID string) (Session, error)
+	// binds have exactly one winner, decided by the database. A binding
+	// found has its use recorded (UsedAt, within SessionUseGranularity). A
+	// new binding is refused with ErrSessionLimit when the owner holds max
+	// bindings (0: no limit).
+	BindSession(ctx context.Context, ownerID, rootSessionID, deviceID string, max int) (Session, error)
 	// RebindSession binds a root session of an owner to a device, replacing
 	// any binding (§9's explicit rebind); bound to the same device it is a
-	// no-op.
-	RebindSession(ctx context.Context, ownerID, rootSessionID, deviceID string) (Session, error)
+	// no-op. An unbound session is a new binding, under max as BindSession.
+	RebindSession(ctx context.Context, ownerID, rootSessionID, deviceID string, max int) (Session, error)
+	// DeleteSession removes an owner's binding; ErrNotFound when unbound.
+	DeleteSession(ctx context.Context, ownerID, rootSessionID string) error
+	// PruneSessions deletes the bindings not used for idle, by the
+	// database clock, and returns how many.
+	PruneSessions(ctx context.Context, idle time.Duration) (int64, error)
 	// Session returns an owner's binding of a root session; ErrNotFound
 	// when unbound.
 	Session(ctx context.Context, ownerID, rootSessionID string) (Session, error)
@@ -218,7 +226,12 @@ type Session struct {
 	RootSessionID string
 	DeviceID      string
 	BoundAt       time.Time
+	UsedAt        time.Time // the last use recorded, within SessionUseGranularity
 }
+
+// SessionUseGranularity is how stale Session.UsedAt may be: a binding's use
+// is written at most once per this interval.
+const SessionUseGranularity = time.Hour
 
 // EnrollToken is the stored side of an enrollment token: never its text.
 type EnrollToken struct {
@@ -346,6 +359,9 @@ var (
 	ErrRevoked   = errors.New("store: the device is revoked")
 	// ErrNotRevoked: only a revoked device is forgotten.
 	ErrNotRevoked = errors.New("store: the device is not revoked")
+	// ErrSessionLimit refuses a new root session binding: the owner holds
+	// as many as the lane allows.
+	ErrSessionLimit = errors.New("store: the identity holds as many root session bindings as the lane allows")
 	// ErrNameTaken refuses an identity named as another is.
 	ErrNameTaken = errors.New("store: another identity has that name")
 	// ErrAdminNotDisabled refuses disabling the admin (the lane would have none).

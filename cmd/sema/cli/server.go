@@ -103,6 +103,8 @@ func newServerCmd() *cobra.Command {
 	fl.DurationVar(&cfg.MaxTimeout, "max-timeout", def.MaxTimeout, "the longest timeoutMs an instruction may carry; a longer one is 400")
 	fl.DurationVar(&cfg.DrainGrace, "drain-grace", def.DrainGrace, "on SIGTERM, how long work in flight may finish before it is written off (within --shutdown-timeout)")
 	fl.IntVar(&cfg.MaxAPIKeysPerIdentity, "max-api-keys-per-identity", def.MaxAPIKeysPerIdentity, "API keys one identity may hold (not revoked); one more is 409")
+	fl.IntVar(&cfg.MaxSessionsPerIdentity, "max-sessions-per-identity", def.MaxSessionsPerIdentity, "root session bindings one identity may hold; an instruction or rebind that binds one more is 409")
+	fl.DurationVar(&cfg.SessionIdleExpiry, "session-idle-expiry", def.SessionIdleExpiry, "a root session binding unused this long is pruned (checked hourly)")
 	fl.StringArrayVar(&cfg.MCPAllowedOrigins, "mcp-allowed-origin", nil, "a browser origin (scheme://host[:port]) /v1/mcp answers (repeatable); a request with any other Origin is 403")
 	fl.DurationVar(&f.httpLimits.IdleTimeout, "http-idle-timeout", httpapi.DefaultIdleTimeout, "a keep-alive HTTP connection idle this long is closed")
 	fl.IntVar(&f.httpLimits.MaxConns, "max-http-conns", httpapi.DefaultMaxHTTPConns, "open HTTP connections that are not WebSockets; over it new ones are closed at once")

@@ -290,7 +290,7 @@ func testOnlyARevokedDeviceIsForgotten(t *testing.T, s Backend) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.BindSession(ctx(t), alice.ID, "root-1", d.ID); err != nil {
+	if _, err := s.BindSession(ctx(t), alice.ID, "root-1", d.ID, 0); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.ForgetDevice(ctx(t), alice.ID, d.ID); !errors.Is(err, store.ErrNotRevoked) {

@@ -69,6 +69,8 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"SessionsBelongToTheirOwner", testSessionsBelongToTheirOwner},
 		{"SessionConcurrentFirstBindsOneWinner", testConcurrentFirstBindsOneWinner},
 		{"SessionRebindReplacesTheBinding", testRebindReplacesTheBinding},
+		{"SessionLimit", testSessionLimit},
+		{"SessionsUnusedArePruned", testSessionsUnusedArePruned},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.fn(t, open(t)) })
