@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"fmt"
+	"time"
 
 	"github.com/sema-agent/sema/lane/cluster"
 	"github.com/sema-agent/sema/lane/store"
@@ -43,11 +44,14 @@ func (s *Server) startCluster(ctx context.Context) error {
 	if s.cfg.AdvertiseURL == "" {
 		return nil
 	}
-	secret, err := s.store.ClusterSecret(ctx, rand.Text()+rand.Text())
+	secrets, err := s.store.ClusterSecrets(ctx, rand.Text()+rand.Text())
 	if err != nil {
 		return fmt.Errorf("lane: reading the cluster secret: %w", err)
 	}
-	s.hop, err = cluster.NewHop(secret, s.replica, s.cfg.Clock.Now)
+	s.hop, err = cluster.NewHop(secrets.Current, s.replica, s.cfg.Clock.Now)
+	if err == nil {
+		err = s.hop.SetKeys(hopKeys(secrets, s.cfg.LeaseTTL))
+	}
 	if err != nil {
 		return err
 	}
@@ -61,4 +65,35 @@ func (s *Server) startCluster(ctx context.Context) error {
 	s.routes = cluster.NewRoutes(s.cfg.LeaseTTL, maxRoutes, s.cfg.Clock.Now)
 	s.forwarder = cluster.NewForwarder(s.hop, s.log)
 	return nil
+}
+
+// hopKeys are the secrets a replica signs and verifies hops with, given
+// the registry's (sema server rotate-cluster-secret). A rotation is taken
+// in phases of phase, the lease TTL: every replica reads the secrets each
+// renewal round, three a phase, so within the first phase all of them
+// verify both secrets while each still signs with the previous one; in
+// the second they sign with the new one and still verify the previous
+// (a hop signed just before lives HopWindow); after that only the new one
+// is valid.
+func hopKeys(secrets store.ClusterSecrets, phase time.Duration) cluster.Keys {
+	current, previous := secrets.Current, secrets.Previous
+	switch ago := secrets.RotatedAgo; {
+	case previous == "" || previous == current || ago >= 2*phase+cluster.HopWindow:
+		return cluster.Keys{Sign: current, Verify: []string{current}}
+	case ago < phase:
+		return cluster.Keys{Sign: previous, Verify: []string{previous, current}}
+	default:
+		return cluster.Keys{Sign: current, Verify: []string{current, previous}}
+	}
+}
+
+// refreshHopKeys reads the cluster secrets again, for a rotation.
+func (s *Server) refreshHopKeys(ctx context.Context) {
+	secrets, err := s.store.ClusterSecrets(ctx, rand.Text()+rand.Text())
+	if err == nil {
+		err = s.hop.SetKeys(hopKeys(secrets, s.cfg.LeaseTTL))
+	}
+	if err != nil {
+		s.log.Warn("lane: reading the cluster secret failed; the next round retries", "err", err)
+	}
 }

@@ -2,6 +2,7 @@ package lane
 
 import (
 	"bytes"
+	"database/sql"
 	"encoding/json"
 	"github.com/sema-agent/sema/api"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"net/url"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sema-agent/sema/internal/ids"
 	"github.com/sema-agent/sema/lane/cluster"
@@ -346,3 +348,51 @@ func settledCount(s *Server) (n uint64) {
 // overReplayLimit is the size of a body the HTTP API does not hold for a
 // second try when it forwards it (its replayLimit).
 const overReplayLimit = 8 << 10
+
+// A rotation of the cluster secret (sema server rotate-cluster-secret)
+// never refuses a forward, though replicas read the secrets at their own
+// renewal rounds: in each phase the sender b reads them a round before
+// the receiver a, and its forward still reaches the device on a. Once it
+// is done, a hop signed with the old secret is refused.
+func TestForwardsPassThroughARotationOfTheClusterSecret(t *testing.T) {
+	a := newWSLane(t, withRenewalTTL, func(c *Config) { c.AdvertiseURL = advertiseSelf })
+	b := newWSLane(t, withRenewalTTL, func(c *Config) { c.Store, c.AdvertiseURL = a.store, advertiseSelf })
+	fd := a.enroll()
+	fd.establish()
+	before, err := a.store.ClusterSecrets(t.Context(), "unused")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := a.store.RotateClusterSecret(t.Context(), strings.Repeat("r", 43)); err != nil {
+		t.Fatal(err)
+	}
+	round := func(l *wsLane) {
+		nextRound(t, l)
+		if _, ok := l.clk.WaitTimer(t.Context(), func(d time.Duration) bool { return d == renewalTTL/3 }); !ok {
+			t.Fatal("the renewal round did not end")
+		}
+	}
+	db := a.store.(interface{ DB() *sql.DB }).DB()
+	for _, back := range []time.Duration{0, renewalTTL, renewalTTL + cluster.HopWindow + time.Second} {
+		if _, err := db.ExecContext(t.Context(), `UPDATE cluster_secret SET rotated_ms = rotated_ms - ?`, back.Milliseconds()); err != nil {
+			t.Fatal(err)
+		}
+		round(b) // the sender moves on; the receiver a has not read yet
+		if m := runVia(t, b, fd, a.ownerKey); m["state"] != "terminal" {
+			t.Fatalf("rotated %v ago, read by the sender only: outcome %v", back, m)
+		}
+		round(a)
+	}
+	old, _ := cluster.NewHop(before.Current, b.srv.replica, a.clk.Now) // a live replica, in a's time: only the secret is wrong
+	req, _ := http.NewRequest("POST", a.url+"/v1/devices/"+fd.id+"/instructions", strings.NewReader(`{"kind":"exec","args":{"command":"true"},"timeoutMs":5000}`))
+	req.Header.Set("Authorization", "Bearer "+a.ownerKey)
+	old.Sign(req, "192.0.2.7", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		t.Fatalf("a hop signed with the rotated-out secret: %d; want 403", resp.StatusCode)
+	}
+}

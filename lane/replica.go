@@ -65,6 +65,7 @@ func (s *Server) beatReplica(ctx context.Context) {
 	if _, err := s.store.PruneReplicas(ctx, replicaPruneAfter); err != nil {
 		s.log.Warn("lane: pruning the rows of dead replicas failed; the next round retries", "err", err)
 	}
+	s.refreshHopKeys(ctx)
 	if err := s.peers.Refresh(ctx); err != nil {
 		s.log.Warn("lane: reading the other replicas failed; the next round retries", "replica", s.replica, "err", err)
 	}

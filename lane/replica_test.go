@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sema-agent/sema/lane/cluster"
 	"github.com/sema-agent/sema/lane/store"
 )
 
@@ -108,6 +109,34 @@ func TestNewRefusesAnAdvertiseURLPeersCannotDial(t *testing.T) {
 		_, err := New(Config{Store: newWSLane(t).store, AdvertiseURL: bad})
 		if err == nil || !strings.Contains(err.Error(), "AdvertiseURL") {
 			t.Errorf("AdvertiseURL %q: %v; want a refusal naming AdvertiseURL", bad, err)
+		}
+	}
+}
+
+// A rotation of the cluster secret is taken in phases of the lease TTL:
+// first every replica verifies both while it signs with the previous one,
+// then it signs with the new one and still verifies the previous, then
+// only the new one is valid.
+func TestHopKeysFollowTheRotationInPhases(t *testing.T) {
+	const phase = 45 * time.Second
+	cur, prev := "current", "previous"
+	for _, tt := range []struct {
+		name    string
+		secrets store.ClusterSecrets
+		sign    string
+		verify  []string
+	}{
+		{"never rotated", store.ClusterSecrets{Current: cur}, cur, []string{cur}},
+		{"just rotated", store.ClusterSecrets{Current: cur, Previous: prev}, prev, []string{prev, cur}},
+		{"within the first phase", store.ClusterSecrets{Current: cur, Previous: prev, RotatedAgo: phase - time.Millisecond}, prev, []string{prev, cur}},
+		{"the second phase", store.ClusterSecrets{Current: cur, Previous: prev, RotatedAgo: phase}, cur, []string{cur, prev}},
+		{"the end of the second phase", store.ClusterSecrets{Current: cur, Previous: prev, RotatedAgo: 2*phase + cluster.HopWindow - time.Millisecond}, cur, []string{cur, prev}},
+		{"done", store.ClusterSecrets{Current: cur, Previous: prev, RotatedAgo: 2*phase + cluster.HopWindow}, cur, []string{cur}},
+		{"rotated to itself", store.ClusterSecrets{Current: cur, Previous: cur}, cur, []string{cur}},
+	} {
+		k := hopKeys(tt.secrets, phase)
+		if k.Sign != tt.sign || !slices.Equal(k.Verify, tt.verify) {
+			t.Errorf("%s: keys %+v, want sign %q verify %q", tt.name, k, tt.sign, tt.verify)
 		}
 	}
 }

@@ -27,6 +27,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -62,25 +63,57 @@ var ErrNotAHop = errors.New("cluster: not a forwarded request")
 // Hop signs and verifies the requests replicas send each other. It is
 // pure: the secret, the sender's id and a clock.
 type Hop struct {
-	secret []byte
-	self   string
-	now    func() time.Time
+	self string
+	now  func() time.Time
 
-	mu   sync.Mutex
-	seen map[string]time.Time // nonces verified, until they leave the window
-	next time.Time            // when seen is pruned next
+	mu     sync.Mutex
+	sign   []byte               // the secret hops are signed with
+	verify [][]byte             // the secrets a hop may be signed with
+	seen   map[string]time.Time // nonces verified, until they leave the window
+	next   time.Time            // when seen is pruned next
+}
+
+// Keys are the cluster secrets a Hop uses: Sign to sign, and any of
+// Verify (which holds Sign) to verify. While the cluster moves to a new
+// secret both are verified.
+type Keys struct {
+	Sign   string
+	Verify []string
 }
 
 // NewHop makes the Hop of replica self on a registry whose cluster secret
 // is secret.
 func NewHop(secret, self string, now func() time.Time) (*Hop, error) {
-	if len(secret) < 32 {
-		return nil, errors.New("cluster: the cluster secret is shorter than 32 bytes")
-	}
 	if self == "" || strings.ContainsAny(self, "\n ") {
 		return nil, fmt.Errorf("cluster: a replica id %q cannot sign a hop", self)
 	}
-	return &Hop{secret: []byte(secret), self: self, now: now, seen: map[string]time.Time{}}, nil
+	h := &Hop{self: self, now: now, seen: map[string]time.Time{}}
+	return h, h.SetKeys(Keys{Sign: secret, Verify: []string{secret}})
+}
+
+// SetKeys makes k the secrets the Hop signs and verifies with.
+func (h *Hop) SetKeys(k Keys) error {
+	if !slices.Contains(k.Verify, k.Sign) {
+		return errors.New("cluster: the secret hops are signed with must verify them too")
+	}
+	verify := make([][]byte, len(k.Verify))
+	for i, secret := range k.Verify {
+		if len(secret) < 32 {
+			return errors.New("cluster: the cluster secret is shorter than 32 bytes")
+		}
+		verify[i] = []byte(secret)
+	}
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.sign, h.verify = []byte(k.Sign), verify
+	return nil
+}
+
+// keys returns the secrets to sign and to verify with.
+func (h *Hop) keys() (sign []byte, verify [][]byte) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.sign, h.verify
 }
 
 // Sign marks r as forwarded by this replica for a caller at clientAddr.
@@ -102,7 +135,8 @@ func (h *Hop) Sign(r *http.Request, clientAddr string, body []byte) {
 	r.Header.Set(HeaderNonce, nonce)
 	r.Header.Set(HeaderFor, clientAddr)
 	r.Header.Set(HeaderBody, mark)
-	r.Header.Set(HeaderSignature, h.mac(h.self, at, nonce, clientAddr, r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), mark))
+	sign, _ := h.keys()
+	r.Header.Set(HeaderSignature, mac(sign, h.self, at, nonce, clientAddr, r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), mark))
 }
 
 // Forwarded is what a verified hop tells: the replica that sent it and the
@@ -131,8 +165,13 @@ func (h *Hop) Verify(r *http.Request) (Forwarded, error) {
 	if skew := now.Sub(time.UnixMilli(ms)); skew > HopWindow || skew < -HopWindow {
 		return Forwarded{}, fmt.Errorf("cluster: the hop's time is %v from this replica's clock (the bound is %v)", skew.Round(time.Second), HopWindow)
 	}
-	want := h.mac(from, at, nonce, addr, r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), mark)
-	if len(nonce) != 32 || !hmac.Equal([]byte(sig), []byte(want)) {
+	_, secrets := h.keys()
+	valid := false
+	for _, secret := range secrets {
+		want := mac(secret, from, at, nonce, addr, r.Method, r.URL.RequestURI(), r.Header.Get("Authorization"), mark)
+		valid = valid || hmac.Equal([]byte(sig), []byte(want))
+	}
+	if len(nonce) != 32 || !valid {
 		return Forwarded{}, errors.New("cluster: the hop's signature is not valid")
 	}
 	if mark != bodyStreamed {
@@ -190,8 +229,8 @@ func IsHop(r *http.Request) bool {
 	return r.Header.Get(HeaderFrom) != "" || r.Header.Get(HeaderSignature) != ""
 }
 
-func (h *Hop) mac(from, at, nonce, addr, method, uri, authorization, body string) string {
-	m := hmac.New(sha256.New, h.secret)
+func mac(secret []byte, from, at, nonce, addr, method, uri, authorization, body string) string {
+	m := hmac.New(sha256.New, secret)
 	authz := sha256.Sum256([]byte(authorization))
 	for _, part := range []string{"sema-replica-hop-v2", from, at, nonce, addr, method, uri, hex.EncodeToString(authz[:]), body} {
 		m.Write([]byte(part))

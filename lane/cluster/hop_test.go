@@ -135,3 +135,42 @@ func TestAHopReplayedIsRefused(t *testing.T) {
 		t.Fatalf("a replay past the window is refused by its time, not by a remembered nonce: %v", err)
 	}
 }
+
+// A rotation: a receiver that verifies both secrets takes hops signed with
+// either; once only the new one is kept, a hop signed with the old one is
+// refused. Keys that would sign with a secret they do not verify, or hold
+// a short one, are refused.
+func TestAHopVerifiesWithEitherSecretWhileTheClusterMovesToANewOne(t *testing.T) {
+	clock := &fixedClock{time.UnixMilli(1_700_000_000_000)}
+	old, next := testSecret, strings.Repeat("n", 32)
+	sender := newTestHop(t, old, "rep_A", clock)
+	receiver := newTestHop(t, next, "rep_B", clock)
+	if err := receiver.SetKeys(Keys{Sign: next, Verify: []string{next, old}}); err != nil {
+		t.Fatal(err)
+	}
+	for _, sign := range []string{old, next} {
+		if err := sender.SetKeys(Keys{Sign: sign, Verify: []string{sign}}); err != nil {
+			t.Fatal(err)
+		}
+		r := httptest.NewRequest("POST", "/v1/devices/dev_X/instructions", nil)
+		sender.Sign(r, "192.0.2.7", nil)
+		if _, err := receiver.Verify(r); err != nil {
+			t.Fatalf("signed with the %s secret while both verify: %v", map[bool]string{true: "old", false: "new"}[sign == old], err)
+		}
+	}
+	if err := receiver.SetKeys(Keys{Sign: next, Verify: []string{next}}); err != nil {
+		t.Fatal(err)
+	}
+	sender.SetKeys(Keys{Sign: old, Verify: []string{old}})
+	r := httptest.NewRequest("POST", "/v1/devices/dev_X/instructions", nil)
+	sender.Sign(r, "192.0.2.7", nil)
+	if _, err := receiver.Verify(r); err == nil {
+		t.Fatal("a hop signed with the rotated-out secret verified")
+	}
+	if err := receiver.SetKeys(Keys{Sign: old, Verify: []string{next}}); err == nil {
+		t.Fatal("keys that sign with a secret they do not verify were accepted")
+	}
+	if err := receiver.SetKeys(Keys{Sign: "short", Verify: []string{"short"}}); err == nil {
+		t.Fatal("a short secret was accepted")
+	}
+}

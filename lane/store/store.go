@@ -151,10 +151,14 @@ type Store interface {
 	// ListReplicas returns every replica, oldest first, each Live if its
 	// heartbeat is within live of the database's now.
 	ListReplicas(ctx context.Context, live time.Duration) ([]Replica, error)
-	// ClusterSecret returns the registry's cluster secret, the key of the
+	// ClusterSecrets returns the registry's cluster secret, the key of the
 	// replicas' requests to each other: the one stored, or candidate if
-	// none was, stored now. Concurrent first calls agree on one.
-	ClusterSecret(ctx context.Context, candidate string) (string, error)
+	// none was, stored now (concurrent first calls agree on one); with the
+	// one a rotation replaced, if any.
+	ClusterSecrets(ctx context.Context, candidate string) (ClusterSecrets, error)
+	// RotateClusterSecret makes next the cluster secret and the current
+	// one the previous; ErrNotFound if none was ever stored.
+	RotateClusterSecret(ctx context.Context, next string) error
 
 	// Audit appends audit rows, all in one transaction; At is set by the
 	// database.
@@ -309,6 +313,14 @@ type Replica struct {
 	HeartbeatAt  time.Time
 	DrainingAt   *time.Time // set once it began to shut down
 	Live         bool       // its heartbeat is within ListReplicas' bound
+}
+
+// ClusterSecrets is the cluster secret and, after a rotation, the one it
+// replaced, with the rotation's age by the database clock.
+type ClusterSecrets struct {
+	Current    string
+	Previous   string        // "" if never rotated
+	RotatedAgo time.Duration // since the last rotation, when Previous is set
 }
 
 // Lease is a held connection lease.

@@ -62,6 +62,7 @@ func newServerCmd() *cobra.Command {
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error { return runServer(c, &f) },
 	}
+	c.AddCommand(newRotateClusterSecretCmd())
 	fl := c.Flags()
 	fl.StringVar(&f.listen, "listen", "127.0.0.1:8420", "the address to listen on")
 	fl.StringVar(&f.data, "data", "", "the data dir: the SQLite registry (unless --postgres) and "+AdminKeyFile+" (default $"+EnvDataDir+", else the OS config dir + /sema/server)")

@@ -79,16 +79,37 @@ func scanReplica(row scanner) (store.Replica, error) {
 	return r, nil
 }
 
-// ClusterSecret stores candidate unless a secret is stored, and returns the
-// one that is.
-func (s *Store) ClusterSecret(ctx context.Context, candidate string) (string, error) {
+// ClusterSecrets stores candidate unless a secret is stored, and returns
+// the one that is, with the one a rotation replaced.
+func (s *Store) ClusterSecrets(ctx context.Context, candidate string) (store.ClusterSecrets, error) {
+	var out store.ClusterSecrets
 	if candidate == "" {
-		return "", errors.New("sqlstore: a cluster secret candidate is required")
+		return out, errors.New("sqlstore: a cluster secret candidate is required")
 	}
 	if _, err := s.db.ExecContext(ctx, s.sql(`INSERT INTO cluster_secret (id, secret, created_ms) VALUES (1, ?, NOW) ON CONFLICT (id) DO NOTHING`), candidate); err != nil {
-		return "", s.wrap("store the cluster secret", err)
+		return out, s.wrap("store the cluster secret", err)
 	}
-	var secret string
-	err := s.db.QueryRowContext(ctx, `SELECT secret FROM cluster_secret WHERE id = 1`).Scan(&secret)
-	return secret, s.wrap("read the cluster secret", err)
+	var (
+		previous sql.NullString
+		ago      sql.NullInt64
+	)
+	err := s.db.QueryRowContext(ctx, s.sql(`SELECT secret, previous, NOW - rotated_ms FROM cluster_secret WHERE id = 1`)).Scan(&out.Current, &previous, &ago)
+	out.Previous, out.RotatedAgo = previous.String, time.Duration(ago.Int64)*time.Millisecond
+	return out, s.wrap("read the cluster secret", err)
+}
+
+// RotateClusterSecret makes next the cluster secret, keeping the current
+// one as the previous.
+func (s *Store) RotateClusterSecret(ctx context.Context, next string) error {
+	if len(next) < 32 {
+		return errors.New("sqlstore: a cluster secret is at least 32 bytes")
+	}
+	res, err := s.db.ExecContext(ctx, s.sql(`UPDATE cluster_secret SET previous = secret, secret = ?, rotated_ms = NOW WHERE id = 1`), next)
+	if err != nil {
+		return s.wrap("rotate the cluster secret", err)
+	}
+	if n, err := res.RowsAffected(); err == nil && n == 0 {
+		return store.ErrNotFound
+	}
+	return nil
 }

@@ -174,18 +174,18 @@ func testADeviceRowTellsItsLiveLeaseAndReplica(t *testing.T, s Backend) {
 // L.2: the first cluster secret stored is every replica's, also when
 // replicas start at once.
 func testTheClusterSecretIsTheFirstOneStored(t *testing.T, s Backend) {
-	if _, err := s.ClusterSecret(ctx(t), ""); err == nil {
+	if _, err := s.ClusterSecrets(ctx(t), ""); err == nil {
 		t.Fatal("an empty candidate was accepted")
 	}
 	got := make([]string, 8)
 	var wg sync.WaitGroup
 	for i := range got {
 		wg.Go(func() {
-			secret, err := s.ClusterSecret(ctx(t), fmt.Sprintf("secret-%d", i))
+			secrets, err := s.ClusterSecrets(ctx(t), fmt.Sprintf("secret-%d", i))
 			if err != nil {
 				t.Error(err)
 			}
-			got[i] = secret
+			got[i] = secrets.Current
 		})
 	}
 	wg.Wait()
@@ -194,7 +194,34 @@ func testTheClusterSecretIsTheFirstOneStored(t *testing.T, s Backend) {
 			t.Fatalf("concurrent first calls answered %q; want one stored candidate", got)
 		}
 	}
-	if again, err := s.ClusterSecret(ctx(t), "later"); err != nil || again != got[0] {
-		t.Fatalf("a later call = %q, %v; want the stored %q", again, err, got[0])
+	if again, err := s.ClusterSecrets(ctx(t), "later"); err != nil || again.Current != got[0] || again.Previous != "" {
+		t.Fatalf("a later call = %+v, %v; want the stored %q, never rotated", again, err, got[0])
+	}
+}
+
+// A rotation makes the new secret current and keeps the one it replaced,
+// with the rotation's age by the database clock; a registry with no
+// secret has nothing to rotate.
+func testTheClusterSecretRotates(t *testing.T, s Backend) {
+	next := strings.Repeat("n", 43)
+	if err := s.RotateClusterSecret(ctx(t), next); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("rotating before any secret: err = %v, want ErrNotFound", err)
+	}
+	first, err := s.ClusterSecrets(ctx(t), strings.Repeat("f", 43))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RotateClusterSecret(ctx(t), "short"); err == nil {
+		t.Fatal("a secret of 5 bytes was accepted")
+	}
+	if err := s.RotateClusterSecret(ctx(t), next); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().ExecContext(ctx(t), `UPDATE cluster_secret SET rotated_ms = rotated_ms - 90000`); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ClusterSecrets(ctx(t), "a candidate is never stored over a secret")
+	if err != nil || got.Current != next || got.Previous != first.Current || got.RotatedAgo < 90*time.Second || got.RotatedAgo > time.Hour {
+		t.Fatalf("after the rotation: %+v, %v; want %q, previous %q, rotated about 90 s ago", got, err, next, first.Current)
 	}
 }

@@ -57,6 +57,7 @@ func Run(t *testing.T, open func(t *testing.T) Backend) {
 		{"ReplicasDeadLongArePruned", testReplicasDeadLongArePruned},
 		{"ADeviceRowTellsItsLiveLeaseAndReplica", testADeviceRowTellsItsLiveLeaseAndReplica},
 		{"TheClusterSecretIsTheFirstOneStored", testTheClusterSecretIsTheFirstOneStored},
+		{"TheClusterSecretRotates", testTheClusterSecretRotates},
 		{"AuditRowsCarryTheRemoteAddressAndACount", testAuditRemoteAndCount},
 		{"AuditWrites15000RowsInOneCall", testAuditBatch},
 		{"PruneAuditByTheDatabaseClock", testPruneAudit},

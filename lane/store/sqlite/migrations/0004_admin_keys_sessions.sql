@@ -1,4 +1,4 @@
--- Issue K: an admin identity, API keys with an id, use and revocation
+-- An admin identity, API keys with an id, use and revocation
 -- times, and §9's root-session → device bindings.
 --
 -- The admin of an existing registry is the identity `sema server` recorded

@@ -1,4 +1,4 @@
--- Issue L: the key of the replicas' requests to each other. The first
+-- The key of the replicas' requests to each other. The first
 -- replica on the registry stores it; every later one reads it. One row.
 CREATE TABLE cluster_secret (
     id         INTEGER PRIMARY KEY CHECK (id = 1),
