@@ -3,37 +3,44 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/store"
 )
 
-// auditRowsPerStatement bounds one multi-row INSERT: 6 parameters a row
-// stays far below both backends' parameter limits.
-const auditRowsPerStatement = 256
+// auditChain is the audit trail's hash chain (api.AuditCanonical).
+var auditChain = Chain[store.AuditEvent]{
+	Name:    api.ChainAudit,
+	Table:   "audit",
+	Columns: []string{"identity_id", "device_id", "event", "reason", "remote_addr", "count"},
+	Values: func(e store.AuditEvent) []any {
+		return []any{nullString(e.IdentityID), nullString(e.DeviceID), e.Event, nullString(e.Reason), nullString(e.RemoteAddr), max(e.Count, 1)}
+	},
+	Scan: func(rows *sql.Rows, head []any) (store.AuditEvent, error) {
+		var e store.AuditEvent
+		var identity, device, reason, remote sql.NullString
+		err := rows.Scan(append(head, &identity, &device, &e.Event, &reason, &remote, &e.Count)...)
+		e.IdentityID, e.DeviceID, e.Reason, e.RemoteAddr = identity.String, device.String, reason.String, remote.String
+		return e, err
+	},
+	Canonical: func(seq, atMs int64, e store.AuditEvent) []byte {
+		return api.AuditCanonical(seq, atMs, e.IdentityID, e.DeviceID, e.Event, e.Reason, e.RemoteAddr, max(e.Count, 1))
+	},
+}
 
-// Audit appends audit rows, stamped by the database clock, in one
-// transaction of multi-row INSERTs.
+// Audit appends audit rows to the audit chain, stamped by the database
+// clock, in one transaction.
 func (s *Store) Audit(ctx context.Context, events ...store.AuditEvent) error {
 	if len(events) == 0 {
 		return nil
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		for len(events) > 0 {
-			chunk := events[:min(len(events), auditRowsPerStatement)]
-			events = events[len(chunk):]
-			values := strings.TrimSuffix(strings.Repeat("(NOW, ?, ?, ?, ?, ?, ?), ", len(chunk)), ", ")
-			args := make([]any, 0, 6*len(chunk))
-			for _, e := range chunk {
-				args = append(args, nullString(e.IdentityID), nullString(e.DeviceID), e.Event, nullString(e.Reason), nullString(e.RemoteAddr), max(e.Count, 1))
-			}
-			if _, err := tx.ExecContext(ctx, s.sql(`INSERT INTO audit (at_ms, identity_id, device_id, event, reason, remote_addr, count) VALUES `+values), args...); err != nil {
-				return s.wrap("audit", err)
-			}
-		}
-		return nil
+		_, err := appendChain(ctx, s, tx, auditChain, events)
+		return err
 	})
 }
 
@@ -47,7 +54,13 @@ func (s *Store) AuditEvents(ctx context.Context, f store.AuditFilter) ([]store.A
 			args = append(args, c.val)
 		}
 	}
-	query := `SELECT id, at_ms, identity_id, device_id, event, reason, remote_addr, count FROM audit`
+	if !f.Since.IsZero() {
+		where, args = append(where, "at_ms >= ?"), append(args, f.Since.UnixMilli())
+	}
+	if f.AfterID != 0 {
+		where, args = append(where, "id > ?"), append(args, f.AfterID)
+	}
+	query := `SELECT id, at_ms, identity_id, device_id, event, reason, remote_addr, count, seq, prev_digest, digest FROM audit`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, " AND ")
 	}
@@ -68,36 +81,77 @@ func (s *Store) AuditEvents(ctx context.Context, f store.AuditFilter) ([]store.A
 			e                                store.AuditEvent
 			at                               int64
 			identity, device, reason, remote sql.NullString
+			seq                              sql.NullInt64
+			prev, digest                     sql.NullString
 		)
-		if err := rows.Scan(&e.ID, &at, &identity, &device, &e.Event, &reason, &remote, &e.Count); err != nil {
+		if err := rows.Scan(&e.ID, &at, &identity, &device, &e.Event, &reason, &remote, &e.Count, &seq, &prev, &digest); err != nil {
 			return nil, s.wrap("read audit", err)
 		}
 		e.At, e.IdentityID, e.DeviceID, e.Reason, e.RemoteAddr = msTime(at), identity.String, device.String, reason.String, remote.String
+		e.Seq, e.Prev, e.Digest = seq.Int64, prev.String, digest.String
 		out = append(out, e)
 	}
 	return out, s.wrap("read audit", rows.Err())
 }
 
 // PruneAudit deletes rows older than retention by the database clock,
-// except the events in keep.
+// except the events in keep. On the chain it deletes a prefix: the rows
+// up to the last one before the first row within the retention, whose seq
+// and digest become the chain's anchor, in the same transaction, so that
+// the oldest row kept still verifies (docs/audit.md, "Pruning").
 func (s *Store) PruneAudit(ctx context.Context, retention time.Duration, keep []string) (int64, error) {
 	if retention <= 0 {
 		return 0, fmt.Errorf("%s: prune audit: the retention %v is not positive", s.d.Name, retention)
 	}
-	query := `DELETE FROM audit WHERE at_ms < NOW - ?`
-	args := []any{retention.Milliseconds()}
-	if len(keep) > 0 {
-		query += ` AND event NOT IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(keep)), ", ") + `)`
-		for _, k := range keep {
-			args = append(args, k)
+	var pruned int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		head, now, err := s.lockChain(ctx, tx, api.ChainAudit)
+		if err != nil {
+			return err
 		}
-	}
-	res, err := s.db.ExecContext(ctx, s.sql(query), args...)
-	if err != nil {
-		return 0, s.wrap("prune audit", err)
-	}
-	n, err := res.RowsAffected()
-	return n, s.wrap("prune audit", err)
+		_, anchor, err := chainState(ctx, tx, s, api.ChainAudit)
+		if err != nil {
+			return err
+		}
+		cutoff := now - retention.Milliseconds()
+		var first sql.NullInt64
+		if err := tx.QueryRowContext(ctx, s.q(`SELECT MIN(seq) FROM audit WHERE seq > ? AND at_ms >= ?`), anchor.Seq, cutoff).Scan(&first); err != nil {
+			return s.wrap("prune audit", err)
+		}
+		last := head.Seq
+		if first.Valid {
+			last = first.Int64 - 1
+		}
+		if last > anchor.Seq {
+			var digest string
+			err := tx.QueryRowContext(ctx, s.q(`SELECT digest FROM audit WHERE seq = ?`), last).Scan(&digest)
+			if errors.Is(err, sql.ErrNoRows) {
+				return fmt.Errorf("%s: prune audit: the chain's row seq %d is missing, so no anchor can be recorded: run `sema audit verify`", s.d.Name, last)
+			}
+			if err != nil {
+				return s.wrap("prune audit", err)
+			}
+			if _, err := tx.ExecContext(ctx, s.q(`UPDATE chain_heads SET anchor_seq = ?, anchor_digest = ? WHERE chain = ?`), last, digest, api.ChainAudit); err != nil {
+				return s.wrap("prune audit", err)
+			}
+		}
+		// Rows written before the chain (no seq) are pruned by age alone.
+		query := `DELETE FROM audit WHERE (seq <= ? OR seq IS NULL) AND at_ms < ?`
+		args := []any{max(last, anchor.Seq), cutoff}
+		if len(keep) > 0 {
+			query += ` AND event NOT IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(keep)), ", ") + `)`
+			for _, k := range keep {
+				args = append(args, k)
+			}
+		}
+		res, err := tx.ExecContext(ctx, s.q(query), args...)
+		if err != nil {
+			return s.wrap("prune audit", err)
+		}
+		pruned, err = res.RowsAffected()
+		return s.wrap("prune audit", err)
+	})
+	return pruned, err
 }
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }
