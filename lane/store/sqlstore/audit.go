@@ -3,7 +3,6 @@ package sqlstore
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -95,61 +94,26 @@ func (s *Store) AuditEvents(ctx context.Context, f store.AuditFilter) ([]store.A
 }
 
 // PruneAudit deletes rows older than retention by the database clock,
-// except the events in keep. On the chain it deletes a prefix: the rows
-// up to the last one before the first row within the retention, whose seq
-// and digest become the chain's anchor, in the same transaction, so that
-// the oldest row kept still verifies (docs/audit.md, "Pruning").
+// except the events in keep: on the chain, a prefix, whose last row
+// becomes the chain's anchor (pruneChain); rows written before the chain,
+// by age alone.
 func (s *Store) PruneAudit(ctx context.Context, retention time.Duration, keep []string) (int64, error) {
 	if retention <= 0 {
 		return 0, fmt.Errorf("%s: prune audit: the retention %v is not positive", s.d.Name, retention)
 	}
 	var pruned int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		head, now, err := s.lockChain(ctx, tx, api.ChainAudit)
-		if err != nil {
-			return err
-		}
-		_, anchor, err := chainState(ctx, tx, s, api.ChainAudit)
-		if err != nil {
-			return err
-		}
-		cutoff := now - retention.Milliseconds()
-		var first sql.NullInt64
-		if err := tx.QueryRowContext(ctx, s.q(`SELECT MIN(seq) FROM audit WHERE seq > ? AND at_ms >= ?`), anchor.Seq, cutoff).Scan(&first); err != nil {
-			return s.wrap("prune audit", err)
-		}
-		last := head.Seq
-		if first.Valid {
-			last = first.Int64 - 1
-		}
-		if last > anchor.Seq {
-			var digest string
-			err := tx.QueryRowContext(ctx, s.q(`SELECT digest FROM audit WHERE seq = ?`), last).Scan(&digest)
-			if errors.Is(err, sql.ErrNoRows) {
-				return fmt.Errorf("%s: prune audit: the chain's row seq %d is missing, so no anchor can be recorded: run `sema audit verify`", s.d.Name, last)
-			}
-			if err != nil {
-				return s.wrap("prune audit", err)
-			}
-			if _, err := tx.ExecContext(ctx, s.q(`UPDATE chain_heads SET anchor_seq = ?, anchor_digest = ? WHERE chain = ?`), last, digest, api.ChainAudit); err != nil {
-				return s.wrap("prune audit", err)
-			}
-		}
-		// Rows written before the chain (no seq) are pruned by age alone.
-		query := `DELETE FROM audit WHERE (seq <= ? OR seq IS NULL) AND at_ms < ?`
-		args := []any{max(last, anchor.Seq), cutoff}
+		var keepWhere string
+		var keepArgs []any
 		if len(keep) > 0 {
-			query += ` AND event NOT IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(keep)), ", ") + `)`
+			keepWhere = `event NOT IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(keep)), ", ") + `)`
 			for _, k := range keep {
-				args = append(args, k)
+				keepArgs = append(keepArgs, k)
 			}
 		}
-		res, err := tx.ExecContext(ctx, s.q(query), args...)
-		if err != nil {
-			return s.wrap("prune audit", err)
-		}
-		pruned, err = res.RowsAffected()
-		return s.wrap("prune audit", err)
+		var err error
+		pruned, err = pruneChain(ctx, s, tx, auditChain, retention, keepWhere, keepArgs...)
+		return err
 	})
 	return pruned, err
 }

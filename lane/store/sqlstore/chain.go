@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/store"
@@ -23,9 +24,21 @@ import (
 // is read once, by the database clock, with the head; the digests are
 // computed here, in Go.
 
-// Chain is one chained table, T its row. Another table joins by declaring
-// its Chain, adding it to chains (for ChainHead and VerifyChain) and
-// calling appendChain with its rows in its write transaction.
+// Chain is one chained table, T its row. Another table joins a chain of
+// its own in four steps:
+//
+//  1. its migration gives it, beside its own columns, at_ms BIGINT NOT
+//     NULL, seq BIGINT, prev_digest TEXT, digest TEXT and a UNIQUE index
+//     on seq (chain_heads exists; a chain's row there is made by its first
+//     append);
+//  2. api gets its canonical bytes: a function calling api.ChainCanonical
+//     with the chain's name, seq, at_ms and its fields in a fixed,
+//     documented order;
+//  3. here, a Chain[T] value naming them, added to chains below, which
+//     makes ChainHead and VerifyChain answer for it;
+//  4. its write calls appendChain(ctx, s, tx, itsChain, rows) inside its
+//     write transaction (appendChain stamps at_ms, seq and the digests),
+//     and its pruning calls pruneChain in a transaction of its own.
 type Chain[T any] struct {
 	// Name is the chain's: its row of chain_heads, and the first field of
 	// every row's canonical bytes.
@@ -160,6 +173,60 @@ func (s *Store) VerifyChain(ctx context.Context, chain string, from *store.Chain
 		return store.ChainReport{}, store.ErrNotFound
 	}
 	return c.verify(ctx, s, from)
+}
+
+// pruneChain deletes, in tx, the rows of c older than retention by the
+// database clock, as a prefix of the chain: from the oldest row up to the
+// last one before the first row within the retention. The last row it
+// prunes becomes the chain's anchor, in the same transaction, so that the
+// chain stays verifiable from the oldest row kept (docs/audit.md,
+// "Pruning"). keepWhere, when not "", is an SQL condition (with keepArgs)
+// a row must meet to be deleted: the others stay, before the anchor. Rows
+// with no seq (written before the table was chained) are deleted by age
+// alone. It returns how many rows it deleted.
+func pruneChain[T any](ctx context.Context, s *Store, tx *sql.Tx, c Chain[T], retention time.Duration, keepWhere string, keepArgs ...any) (int64, error) {
+	head, now, err := s.lockChain(ctx, tx, c.Name)
+	if err != nil {
+		return 0, err
+	}
+	_, anchor, err := chainState(ctx, tx, s, c.Name)
+	if err != nil {
+		return 0, err
+	}
+	cutoff := now - retention.Milliseconds()
+	var first sql.NullInt64
+	if err := tx.QueryRowContext(ctx, s.q(`SELECT MIN(seq) FROM `+c.Table+` WHERE seq > ? AND at_ms >= ?`), anchor.Seq, cutoff).Scan(&first); err != nil {
+		return 0, s.wrap("prune the "+c.Name+" chain", err)
+	}
+	last := head.Seq
+	if first.Valid {
+		last = first.Int64 - 1
+	}
+	if last > anchor.Seq {
+		var digest string
+		err := tx.QueryRowContext(ctx, s.q(`SELECT digest FROM `+c.Table+` WHERE seq = ?`), last).Scan(&digest)
+		if errors.Is(err, sql.ErrNoRows) {
+			return 0, fmt.Errorf("%s: prune the %s chain: its row seq %d is missing, so no anchor can be recorded: verify the chain", s.d.Name, c.Name, last)
+		}
+		if err != nil {
+			return 0, s.wrap("prune the "+c.Name+" chain", err)
+		}
+		if _, err := tx.ExecContext(ctx, s.q(`UPDATE chain_heads SET anchor_seq = ?, anchor_digest = ? WHERE chain = ?`), last, digest, c.Name); err != nil {
+			return 0, s.wrap("prune the "+c.Name+" chain", err)
+		}
+	}
+	query := `DELETE FROM ` + c.Table + ` WHERE (seq <= ? OR seq IS NULL) AND at_ms < ?`
+	args := []any{max(last, anchor.Seq), cutoff}
+	if keepWhere != "" {
+		query += ` AND ` + keepWhere
+		args = append(args, keepArgs...)
+	}
+	res, err := tx.ExecContext(ctx, s.q(query), args...)
+	if err != nil {
+		return 0, s.wrap("prune the "+c.Name+" chain", err)
+	}
+	n, err := res.RowsAffected()
+	return n, s.wrap("prune the "+c.Name+" chain", err)
 }
 
 // verifyPage is how many rows verifyChain reads at a time.
