@@ -39,7 +39,8 @@ func newAuditCmd() *cobra.Command {
 			"revocations, identities and keys; who, which device, from where, never a token or content.\n" +
 			"Every row is hash-chained: `sema audit verify` recomputes the chain, `sema audit checkpoint`\n" +
 			"prints its head to keep elsewhere, `sema audit export` writes the rows as JSON lines.",
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: f.check,
 		RunE: withKeyClient(&f.keyCmdFlags, func(c *cobra.Command, lc *client.Client, args []string) error {
 			opts, err := f.options()
 			if err != nil {
@@ -61,6 +62,12 @@ func addAuditFilterFlags(c *cobra.Command, f *auditFlags) {
 	c.Flags().StringVar(&f.event, "event", "", "only rows of this event (device.connected, device.enroll_refused, …)")
 }
 
+// check refuses bad flags before any key or lane is looked for.
+func (f *auditFlags) check(*cobra.Command, []string) error {
+	_, err := f.options()
+	return err
+}
+
 func (f auditFlags) options() (client.AuditOptions, error) {
 	since, err := parseSince(f.since, time.Now())
 	if err != nil {
@@ -78,7 +85,8 @@ func newAuditExportCmd() *cobra.Command {
 			"object per line, with stable field names (docs/api.md): seq, at, event, identityId, deviceId,\n" +
 			"reason, remoteAddr, count, prev, digest. Each row's digest can be recomputed from the line\n" +
 			"(docs/audit.md).",
-		Args: cobra.NoArgs,
+		Args:    cobra.NoArgs,
+		PreRunE: f.check,
 		RunE: withKeyClient(&f.keyCmdFlags, func(c *cobra.Command, lc *client.Client, args []string) error {
 			opts, err := f.options()
 			if err != nil {

@@ -91,6 +91,9 @@ func TestTheAuditTrailIsReadExportedAndVerified(t *testing.T) {
 	if _, errOut, code := s.sema(t, nil, "audit", "verify", "--from", "yesterday"); code != cli.ExitUsage {
 		t.Fatalf("audit verify --from yesterday: exit %d %s", code, errOut)
 	}
+	if _, errOut, code := s.sema(t, nil, "audit", "export", "--since", "yesterday"); code != cli.ExitUsage || !strings.Contains(errOut, "--since") {
+		t.Fatalf("audit export --since yesterday: exit %d %s", code, errOut)
+	}
 }
 
 // An audit row edited, deleted or moved by SQL on the SQLite registry
