@@ -37,8 +37,10 @@ import (
 //  3. here, a Chain[T] value naming them, added to chains below, which
 //     makes ChainHead and VerifyChain answer for it;
 //  4. its write calls appendChain(ctx, s, tx, itsChain, rows) inside its
-//     write transaction (appendChain stamps at_ms, seq and the digests),
-//     and its pruning calls pruneChain in a transaction of its own.
+//     write transaction (appendChain stamps at_ms, seq and the digests;
+//     every row given is inserted, so the rows must be new: an INSERT
+//     that skipped one would leave a gap in the chain), and its pruning
+//     calls pruneChain in a transaction of its own.
 type Chain[T any] struct {
 	// Name is the chain's: its row of chain_heads, and the first field of
 	// every row's canonical bytes.
