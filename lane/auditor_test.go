@@ -92,6 +92,11 @@ func TestTheAuditorLosesNoRowOf15000Queued(t *testing.T) {
 	if dropped := auditRowCount(t, st, "WHERE event = '"+string(EventAuditDropped)+"'"); dropped != 0 || a.droppedTotal.Load() != 0 {
 		t.Fatalf("%d drop rows, %d dropped; want none", dropped, a.droppedTotal.Load())
 	}
+	// Its batches are appended to the audit chain, one after another.
+	rep, err := st.VerifyChain(t.Context(), "audit", nil)
+	if err != nil || rep.Problem != nil || rep.Rows != n+1 {
+		t.Fatalf("the chain after the burst: %+v, %v; want %d rows verified", rep, err, n+1)
+	}
 }
 
 // H.8: when the bound drops rows (forced small here), the drop is itself an

@@ -33,9 +33,14 @@ var identityFields = []bodyField{
 // adminOnly answers 403 auth.forbidden unless the caller is the admin. A
 // lane with no admin (an embedder's) refuses everyone.
 func (s *API) adminOnly(h http.HandlerFunc) http.HandlerFunc {
+	return s.adminOnlyTo("manage identities", h)
+}
+
+// adminOnlyTo is adminOnly, its refusal saying what only the admin may do.
+func (s *API) adminOnlyTo(what string, h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !callerOf(r.Context()).Admin {
-			writeError(w, errorf(http.StatusForbidden, api.CodeForbidden, "only the lane's admin identity may manage identities"))
+			writeError(w, errorf(http.StatusForbidden, api.CodeForbidden, "only the lane's admin identity may %s", what))
 			return
 		}
 		h(w, r)

@@ -166,8 +166,22 @@ type Store interface {
 	// AuditEvents returns audit rows, oldest first, matching the filter.
 	AuditEvents(ctx context.Context, f AuditFilter) ([]AuditEvent, error)
 	// PruneAudit deletes the rows older than retention by the database
-	// clock, except those of the events in keep, and returns how many.
+	// clock, except those of the events in keep, and returns how many. It
+	// prunes the chain from its oldest row on and stops at the first row
+	// within the retention, and records the last row it pruned as the
+	// chain's anchor, so that the chain stays verifiable from the oldest
+	// row kept.
 	PruneAudit(ctx context.Context, retention time.Duration, keep []string) (int64, error)
+
+	// ChainHead returns a hash chain's head (docs/audit.md): the seq and
+	// digest of its last row, seq 0 and the genesis before any.
+	ChainHead(ctx context.Context, chain string) (ChainHead, error)
+	// VerifyChain recomputes a hash chain from a checkpoint (nil: from its
+	// anchor, the prev of the oldest row kept) to its head, and names the
+	// first row that does not match: edited, removed, added or moved. A
+	// mismatch is the report's Problem, not an error; ErrNotFound for a
+	// chain this store does not keep.
+	VerifyChain(ctx context.Context, chain string, from *ChainHead) (ChainReport, error)
 
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
@@ -352,6 +366,36 @@ type AuditEvent struct {
 	// refusals from one address within a window are one row); 0 is written
 	// as 1.
 	Count int
+	// Seq is the row's place in the audit chain, Prev the digest of the
+	// row before and Digest its own (set by the store; docs/audit.md). A
+	// row written before the trail was chained has Seq 0 and neither.
+	Seq    int64
+	Prev   string
+	Digest string
+}
+
+// ChainHead is a place in a hash chain: the seq and digest of one row.
+type ChainHead struct {
+	Chain  string
+	Seq    int64
+	Digest string
+	At     time.Time // the row's time; zero when unknown (no row yet, or pruned)
+}
+
+// ChainReport is what VerifyChain found: Rows rows checked after From (the
+// checkpoint, or the chain's anchor) up to Head, and the first row that
+// does not match, if any.
+type ChainReport struct {
+	From    ChainHead
+	Head    ChainHead
+	Rows    int64
+	Problem *ChainProblem
+}
+
+// ChainProblem names the first row of a chain that does not match, and why.
+type ChainProblem struct {
+	Seq int64
+	Why string
 }
 
 // AuditFilter selects audit rows; zero fields match everything.
@@ -360,7 +404,11 @@ type AuditFilter struct {
 	DeviceID   string
 	Event      string
 	RemoteAddr string
-	Limit      int // 0 means 1000
+	// Since, when not zero, selects the rows written at or after it.
+	Since time.Time
+	// AfterID, when not 0, selects the rows after the one with this ID.
+	AfterID int64
+	Limit   int // 0 means 1000
 }
 
 // Errors.

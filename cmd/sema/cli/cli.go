@@ -92,7 +92,7 @@ func newRoot() *cobra.Command {
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
 	root.AddCommand(newDeviceCmd(), newServerCmd(), newTokenCmd(), newDevicesCmd(), newRunCmd(), newFSCmd(), newQuickstartCmd(), newMCPCmd())
 	root.AddCommand(newNextingCmd())
-	root.AddCommand(newIdentityCmd(), newAPIKeyCmd(), newVersionCmd())
+	root.AddCommand(newIdentityCmd(), newAPIKeyCmd(), newAuditCmd(), newVersionCmd())
 	root.AddCommand(newLoginCmd(), newLogoutCmd(), newWhoamiCmd())
 	// `sema frobnicate` is usage (2), as a bad flag is: the root checks its
 	// own arguments (cobra's default check would make it exit 1), and

@@ -11,6 +11,7 @@ import (
 
 	_ "github.com/jackc/pgx/v5/stdlib" // the "pgx" database/sql driver
 
+	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/lane/store/postgres"
 	"github.com/sema-agent/sema/lane/store/storetest"
 )
@@ -119,4 +120,20 @@ func TestUpgradeFromVersion3(t *testing.T) {
 			return s
 		}}
 	})
+}
+
+// Three replicas (three Store values, each with its own pool, on one
+// database) appending at once keep one chain: no fork, no lost row.
+func TestThreeReplicasAppendOneAuditChain(t *testing.T) {
+	_, u := openSchema(t)
+	var stores []store.Store
+	for range 3 {
+		s, err := postgres.Open(t.Context(), u)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		stores = append(stores, s)
+	}
+	storetest.ChainAcrossReplicas(t, stores, 50, 20)
 }

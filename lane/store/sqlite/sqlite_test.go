@@ -173,3 +173,19 @@ func TestEveryFileOfTheRegistryIsPrivate(t *testing.T) {
 		}
 	}
 }
+
+// Writers on one SQLite file (three Store values, as three processes would
+// open it) appending at once keep one chain: no fork, no lost row.
+func TestWritersOnOneFileAppendOneAuditChain(t *testing.T) {
+	dir := t.TempDir()
+	var stores []store.Store
+	for range 3 {
+		s, err := sqlite.Open(t.Context(), dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		stores = append(stores, s)
+	}
+	storetest.ChainAcrossReplicas(t, stores, 50, 20)
+}

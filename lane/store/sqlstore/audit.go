@@ -7,33 +7,39 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/store"
 )
 
-// auditRowsPerStatement bounds one multi-row INSERT: 6 parameters a row
-// stays far below both backends' parameter limits.
-const auditRowsPerStatement = 256
+// auditChain is the audit trail's hash chain (api.AuditCanonical).
+var auditChain = Chain[store.AuditEvent]{
+	Name:    api.ChainAudit,
+	Table:   "audit",
+	Columns: []string{"identity_id", "device_id", "event", "reason", "remote_addr", "count"},
+	Values: func(e store.AuditEvent) []any {
+		return []any{nullString(e.IdentityID), nullString(e.DeviceID), e.Event, nullString(e.Reason), nullString(e.RemoteAddr), max(e.Count, 1)}
+	},
+	Scan: func(rows *sql.Rows, head []any) (store.AuditEvent, error) {
+		var e store.AuditEvent
+		var identity, device, reason, remote sql.NullString
+		err := rows.Scan(append(head, &identity, &device, &e.Event, &reason, &remote, &e.Count)...)
+		e.IdentityID, e.DeviceID, e.Reason, e.RemoteAddr = identity.String, device.String, reason.String, remote.String
+		return e, err
+	},
+	Canonical: func(seq, atMs int64, e store.AuditEvent) []byte {
+		return api.AuditCanonical(seq, atMs, e.IdentityID, e.DeviceID, e.Event, e.Reason, e.RemoteAddr, max(e.Count, 1))
+	},
+}
 
-// Audit appends audit rows, stamped by the database clock, in one
-// transaction of multi-row INSERTs.
+// Audit appends audit rows to the audit chain, stamped by the database
+// clock, in one transaction.
 func (s *Store) Audit(ctx context.Context, events ...store.AuditEvent) error {
 	if len(events) == 0 {
 		return nil
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		for len(events) > 0 {
-			chunk := events[:min(len(events), auditRowsPerStatement)]
-			events = events[len(chunk):]
-			values := strings.TrimSuffix(strings.Repeat("(NOW, ?, ?, ?, ?, ?, ?), ", len(chunk)), ", ")
-			args := make([]any, 0, 6*len(chunk))
-			for _, e := range chunk {
-				args = append(args, nullString(e.IdentityID), nullString(e.DeviceID), e.Event, nullString(e.Reason), nullString(e.RemoteAddr), max(e.Count, 1))
-			}
-			if _, err := tx.ExecContext(ctx, s.sql(`INSERT INTO audit (at_ms, identity_id, device_id, event, reason, remote_addr, count) VALUES `+values), args...); err != nil {
-				return s.wrap("audit", err)
-			}
-		}
-		return nil
+		_, err := appendChain(ctx, s, tx, auditChain, events)
+		return err
 	})
 }
 
@@ -47,7 +53,13 @@ func (s *Store) AuditEvents(ctx context.Context, f store.AuditFilter) ([]store.A
 			args = append(args, c.val)
 		}
 	}
-	query := `SELECT id, at_ms, identity_id, device_id, event, reason, remote_addr, count FROM audit`
+	if !f.Since.IsZero() {
+		where, args = append(where, "at_ms >= ?"), append(args, f.Since.UnixMilli())
+	}
+	if f.AfterID != 0 {
+		where, args = append(where, "id > ?"), append(args, f.AfterID)
+	}
+	query := `SELECT id, at_ms, identity_id, device_id, event, reason, remote_addr, count, seq, prev_digest, digest FROM audit`
 	if len(where) > 0 {
 		query += ` WHERE ` + strings.Join(where, " AND ")
 	}
@@ -68,36 +80,42 @@ func (s *Store) AuditEvents(ctx context.Context, f store.AuditFilter) ([]store.A
 			e                                store.AuditEvent
 			at                               int64
 			identity, device, reason, remote sql.NullString
+			seq                              sql.NullInt64
+			prev, digest                     sql.NullString
 		)
-		if err := rows.Scan(&e.ID, &at, &identity, &device, &e.Event, &reason, &remote, &e.Count); err != nil {
+		if err := rows.Scan(&e.ID, &at, &identity, &device, &e.Event, &reason, &remote, &e.Count, &seq, &prev, &digest); err != nil {
 			return nil, s.wrap("read audit", err)
 		}
 		e.At, e.IdentityID, e.DeviceID, e.Reason, e.RemoteAddr = msTime(at), identity.String, device.String, reason.String, remote.String
+		e.Seq, e.Prev, e.Digest = seq.Int64, prev.String, digest.String
 		out = append(out, e)
 	}
 	return out, s.wrap("read audit", rows.Err())
 }
 
 // PruneAudit deletes rows older than retention by the database clock,
-// except the events in keep.
+// except the events in keep: on the chain, a prefix, whose last row
+// becomes the chain's anchor (pruneChain); rows written before the chain,
+// by age alone.
 func (s *Store) PruneAudit(ctx context.Context, retention time.Duration, keep []string) (int64, error) {
 	if retention <= 0 {
 		return 0, fmt.Errorf("%s: prune audit: the retention %v is not positive", s.d.Name, retention)
 	}
-	query := `DELETE FROM audit WHERE at_ms < NOW - ?`
-	args := []any{retention.Milliseconds()}
-	if len(keep) > 0 {
-		query += ` AND event NOT IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(keep)), ", ") + `)`
-		for _, k := range keep {
-			args = append(args, k)
+	var pruned int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var keepWhere string
+		var keepArgs []any
+		if len(keep) > 0 {
+			keepWhere = `event NOT IN (` + strings.TrimSuffix(strings.Repeat("?, ", len(keep)), ", ") + `)`
+			for _, k := range keep {
+				keepArgs = append(keepArgs, k)
+			}
 		}
-	}
-	res, err := s.db.ExecContext(ctx, s.sql(query), args...)
-	if err != nil {
-		return 0, s.wrap("prune audit", err)
-	}
-	n, err := res.RowsAffected()
-	return n, s.wrap("prune audit", err)
+		var err error
+		pruned, err = pruneChain(ctx, s, tx, auditChain, retention, keepWhere, keepArgs...)
+		return err
+	})
+	return pruned, err
 }
 
 func nullString(s string) sql.NullString { return sql.NullString{String: s, Valid: s != ""} }

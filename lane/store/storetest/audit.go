@@ -94,10 +94,12 @@ func testAuditBatch(t *testing.T, s Backend) {
 }
 
 // H.8: retention is measured by the database clock: rows are aged here by
-// moving their database timestamps back, and PruneAudit compares them with
-// the database's now. The events in keep are never pruned.
+// moving their database timestamps back (and sealing the chain again, as
+// the aging is an edit), and PruneAudit compares them with the database's
+// now. The events in keep are never pruned; the chain stays verifiable
+// from the oldest row kept.
 func testPruneAudit(t *testing.T, s Backend) {
-	for _, e := range []string{"old", "old", "recent", "server.admin_created"} {
+	for _, e := range []string{"server.admin_created", "old", "old", "recent"} {
 		if err := s.Audit(ctx(t), store.AuditEvent{Event: e}); err != nil {
 			t.Fatal(err)
 		}
@@ -110,6 +112,7 @@ func testPruneAudit(t *testing.T, s Backend) {
 	age("old", 2*time.Hour)
 	age("server.admin_created", 2*time.Hour)
 	age("recent", 30*time.Minute)
+	reseal(t, s)
 	n, err := s.PruneAudit(ctx(t), time.Hour, []string{"server.admin_created"})
 	if err != nil || n != 2 {
 		t.Fatalf("PruneAudit = %d, %v; want the 2 old rows", n, err)
@@ -117,8 +120,15 @@ func testPruneAudit(t *testing.T, s Backend) {
 	if left := auditCount(t, s, ``); left != 2 || auditCount(t, s, `WHERE event = 'old'`) != 0 {
 		t.Fatalf("%d rows left, want recent and server.admin_created", left)
 	}
+	rep := verify(t, s, nil)
+	if rep.Problem != nil || rep.From.Seq != 3 || rep.Rows != 1 || rep.Head.Seq != 4 {
+		t.Fatalf("after pruning: %+v; want the chain verified from its anchor (seq 3) to seq 4", rep)
+	}
 	if n, err := s.PruneAudit(ctx(t), time.Hour, nil); err != nil || n != 1 {
 		t.Fatalf("PruneAudit without keep = %d, %v; want the kept row too", n, err)
+	}
+	if rep := verify(t, s, nil); rep.Problem != nil || rep.Rows != 1 {
+		t.Fatalf("after pruning the kept row: %+v", rep)
 	}
 	if _, err := s.PruneAudit(ctx(t), 0, nil); err == nil {
 		t.Fatal("a zero retention was accepted")

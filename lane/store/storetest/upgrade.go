@@ -66,6 +66,18 @@ func UpgradeFromVersion3(t *testing.T, migrations fs.FS, d sqlstore.Dialect, fre
 			if _, err := s.Session(ctx(t), "idn_00000000000000000000000001", "rs"); !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("sessions after the upgrade: %v", err)
 			}
+			// Rows written before the chain stay outside it; the chain
+			// begins with the first row written after the upgrade.
+			if err := s.Audit(ctx(t), store.AuditEvent{Event: "device.connected"}); err != nil {
+				t.Fatal(err)
+			}
+			rows, err := s.AuditEvents(ctx(t), store.AuditFilter{})
+			if err != nil || len(rows) == 0 || rows[len(rows)-1].Seq != 1 || (withAdminRow && (rows[0].Seq != 0 || rows[0].Digest != "")) {
+				t.Fatalf("audit rows after the upgrade: %+v, %v; want the old row unchained, the new one seq 1", rows, err)
+			}
+			if rep, err := s.VerifyChain(ctx(t), "audit", nil); err != nil || rep.Problem != nil || rep.Rows != 1 {
+				t.Fatalf("the chain after the upgrade: %+v, %v", rep, err)
+			}
 		})
 	}
 }

@@ -1,0 +1,242 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/client"
+	"github.com/sema-agent/sema/internal/safetext"
+	"github.com/sema-agent/sema/internal/words"
+)
+
+// The lane's audit trail, read, exported and verified by the admin
+// (docs/audit.md).
+
+// auditPollEvery is how often `sema audit -f` asks the lane for new rows.
+const auditPollEvery = time.Second
+
+type auditFlags struct {
+	keyCmdFlags
+	since  string
+	event  string
+	follow bool
+}
+
+func newAuditCmd() *cobra.Command {
+	var f auditFlags
+	c := &cobra.Command{
+		Use:   "audit [--since 2h|TIME] [--event E] [--json] [-f]",
+		Short: "Show the lane's audit trail (the admin's API key only)",
+		Long: "audit reads the lane's audit trail, oldest first: connections, refusals, enrollments,\n" +
+			"revocations, identities and keys; who, which device, from where, never a token or content.\n" +
+			"Every row is hash-chained: `sema audit verify` recomputes the chain, `sema audit checkpoint`\n" +
+			"prints its head to keep elsewhere, `sema audit export` writes the rows as JSON lines.",
+		Args:    cobra.NoArgs,
+		PreRunE: f.check,
+		RunE: withKeyClient(&f.keyCmdFlags, func(c *cobra.Command, lc *client.Client, args []string) error {
+			opts, err := f.options()
+			if err != nil {
+				return err
+			}
+			v := &auditView{json: f.json}
+			return readAudit(c.Context(), lc, opts, f.follow, v.add, v.flush)
+		}),
+	}
+	addKeyCmdFlags(c, &f.keyCmdFlags)
+	addAuditFilterFlags(c, &f)
+	c.Flags().BoolVarP(&f.follow, "follow", "f", false, "keep printing rows as the lane writes them")
+	c.AddCommand(newAuditExportCmd(), newAuditVerifyCmd(), newAuditCheckpointCmd())
+	return c
+}
+
+func addAuditFilterFlags(c *cobra.Command, f *auditFlags) {
+	c.Flags().StringVar(&f.since, "since", "", "only rows written since then: a duration back from now (2h, 30m) or a time (RFC 3339)")
+	c.Flags().StringVar(&f.event, "event", "", "only rows of this event (device.connected, device.enroll_refused, …)")
+}
+
+// check refuses bad flags before any key or lane is looked for.
+func (f *auditFlags) check(*cobra.Command, []string) error {
+	_, err := f.options()
+	return err
+}
+
+func (f auditFlags) options() (client.AuditOptions, error) {
+	since, err := parseSince(f.since, time.Now())
+	if err != nil {
+		return client.AuditOptions{}, usageError{err}
+	}
+	return client.AuditOptions{Since: since, Event: f.event}, nil
+}
+
+func newAuditExportCmd() *cobra.Command {
+	var f auditFlags
+	c := &cobra.Command{
+		Use:   "export [--since 2h|TIME] [--event E]",
+		Short: "Write the audit trail as JSON lines, one row per line, for a log pipeline",
+		Long: "export writes every row of the audit trail (since --since) to stdout, oldest first, one JSON\n" +
+			"object per line, with stable field names (docs/api.md): seq, at, event, identityId, deviceId,\n" +
+			"reason, remoteAddr, count, prev, digest. Each row's digest can be recomputed from the line\n" +
+			"(docs/audit.md).",
+		Args:    cobra.NoArgs,
+		PreRunE: f.check,
+		RunE: withKeyClient(&f.keyCmdFlags, func(c *cobra.Command, lc *client.Client, args []string) error {
+			opts, err := f.options()
+			if err != nil {
+				return err
+			}
+			return readAudit(c.Context(), lc, opts, false, printAuditLine, func() {})
+		}),
+	}
+	addClientFlags(c, &f.client)
+	addAuditFilterFlags(c, &f)
+	return c
+}
+
+func newAuditVerifyCmd() *cobra.Command {
+	var f keyCmdFlags
+	var from string
+	c := &cobra.Command{
+		Use:   "verify [--from CHECKPOINT]",
+		Short: "Recompute the audit trail's hash chain; name the first row that does not match",
+		Long: "verify has the lane recompute every row's digest and check that each row follows the one\n" +
+			"before, from --from (a checkpoint `sema audit checkpoint` printed, which the chain must still\n" +
+			"pass through) or from the oldest row kept. It exits 0 printing how many rows it verified up\n" +
+			"to which head, and 1 naming the first row that was edited, removed, added or moved.",
+		Args: cobra.NoArgs,
+		RunE: withKeyClient(&f, func(c *cobra.Command, lc *client.Client, args []string) error {
+			if from != "" {
+				if _, err := api.ParseCheckpoint(from); err != nil {
+					return usageError{fmt.Errorf("--from: %w", err)}
+				}
+			}
+			v, err := lc.VerifyAudit(c.Context(), from)
+			if err != nil {
+				return err
+			}
+			if f.json {
+				printAnswerJSON(v)
+			}
+			if v.Problem != nil {
+				return fmt.Errorf("the audit trail does not verify: row seq %d: %s", v.Problem.Seq, safetext.String(v.Problem.Why))
+			}
+			if !f.json {
+				fmt.Fprintf(Stdout, "verified %s up to %s\n", words.Count(int(v.Rows), "row", "rows"), safetext.String(v.Head.String()))
+			}
+			return nil
+		}),
+	}
+	addKeyCmdFlags(c, &f)
+	c.Flags().StringVar(&from, "from", "", "a checkpoint (chain:seq:digest) to verify from")
+	return c
+}
+
+func newAuditCheckpointCmd() *cobra.Command {
+	var f keyCmdFlags
+	c := &cobra.Command{
+		Use:   "checkpoint",
+		Short: "Print the audit chain's head, to keep elsewhere and verify from later",
+		Long: "checkpoint prints the head of the audit trail's hash chain as chain:seq:digest. Keep it\n" +
+			"somewhere the lane's database is not: `sema audit verify --from` it later proves that the\n" +
+			"rows up to it were not rewritten and that none were cut off the end since.",
+		Args: cobra.NoArgs,
+		RunE: withKeyClient(&f, func(c *cobra.Command, lc *client.Client, args []string) error {
+			h, err := lc.AuditCheckpoint(c.Context())
+			switch {
+			case err != nil:
+				return err
+			case f.json:
+				printAnswerJSON(h)
+			default:
+				fmt.Fprintln(Stdout, safetext.String(h.String()))
+			}
+			return nil
+		}),
+	}
+	addKeyCmdFlags(c, &f)
+	return c
+}
+
+// readAudit reads the trail's pages from opts on, handing each row to add
+// and calling flush after each page; following, it polls for new rows
+// with the last cursor until ctx ends.
+func readAudit(ctx context.Context, lc *client.Client, opts client.AuditOptions, follow bool, add func(api.AuditEntry), flush func()) error {
+	for {
+		page, err := lc.AuditPage(ctx, opts)
+		if err != nil {
+			if follow && ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		for _, e := range page.Entries {
+			add(e)
+		}
+		flush()
+		if page.Next == "" {
+			return errors.New("the lane's audit page has no next cursor")
+		}
+		opts.Cursor = page.Next
+		if page.More {
+			continue
+		}
+		if !follow {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(auditPollEvery):
+		}
+	}
+}
+
+// printAuditLine prints a row as one JSON object on a line, escaped.
+func printAuditLine(e api.AuditEntry) {
+	b, _ := json.Marshal(e)
+	fmt.Fprintf(Stdout, "%s\n", safetext.JSON(b))
+}
+
+// auditView prints the trail as a table, or as JSON lines.
+type auditView struct {
+	json    bool
+	tw      *tabwriter.Writer
+	printed bool
+}
+
+func (v *auditView) add(e api.AuditEntry) {
+	if v.json {
+		printAuditLine(e)
+		return
+	}
+	if v.tw == nil {
+		v.tw = tabwriter.NewWriter(Stdout, 0, 0, 2, ' ', 0)
+	}
+	if !v.printed {
+		fmt.Fprintln(v.tw, "WHEN\tSEQ\tEVENT\tIDENTITY\tDEVICE\tREASON\tFROM\tCOUNT")
+		v.printed = true
+	}
+	when := e.At
+	if t, err := time.Parse(time.RFC3339Nano, e.At); err == nil {
+		when = t.Local().Format("2006-01-02 15:04:05")
+	}
+	seq := "-"
+	if e.Seq > 0 {
+		seq = strconv.FormatInt(e.Seq, 10)
+	}
+	fmt.Fprintf(v.tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\n", safetext.String(when), seq, safetext.String(e.Event), safetext.String(orDash(e.IdentityID)),
+		safetext.String(orDash(e.DeviceID)), safetext.String(orDash(e.Reason)), safetext.String(orDash(e.RemoteAddr)), e.Count)
+}
+
+func (v *auditView) flush() {
+	if v.tw != nil {
+		v.tw.Flush()
+	}
+}

@@ -1,0 +1,197 @@
+package httpapi
+
+import (
+	"encoding/base64"
+	"net/http"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/lane/store"
+)
+
+// The audit trail, readable and verifiable, by the admin only
+// (docs/api.md, "The audit trail"; docs/audit.md).
+
+// auditQueryKeys is the closed set of GET /v1/audit's query.
+var auditQueryKeys = []string{"since", "event", "cursor", "limit"}
+
+// maxEventBytes bounds the event filter: event names are short.
+const maxEventBytes = 128
+
+// auditQuery is a parsed GET /v1/audit query.
+type auditQuery struct {
+	since   time.Time
+	event   string
+	afterID int64
+	limit   int
+}
+
+// parseAuditQuery reads since, event, cursor and limit: each at most once,
+// no other key; errors name the key and never echo a value.
+func parseAuditQuery(raw string) (auditQuery, *apiError) {
+	q := auditQuery{limit: api.DefaultAuditPage}
+	field := func(format string, args ...any) (auditQuery, *apiError) {
+		return q, errorf(http.StatusBadRequest, api.CodeFieldInvalid, format, args...)
+	}
+	values, err := parseQuery(raw)
+	if err != nil {
+		return q, errorf(http.StatusBadRequest, api.CodeBodyShape, "the query string is malformed: %v", err)
+	}
+	for key, v := range values {
+		switch {
+		case !slices.Contains(auditQueryKeys, key):
+			return q, errorf(http.StatusBadRequest, api.CodeBodyShape, "unknown query parameter %q (the audit trail takes %s)", clip(key), strings.Join(auditQueryKeys, ", "))
+		case len(v) > 1:
+			return q, errorf(http.StatusBadRequest, api.CodeBodyShape, "the query parameter %q is given %d times", key, len(v))
+		}
+	}
+	if v, ok := values["limit"]; ok {
+		n, err := parsePositive(v[0])
+		if err != nil || n > api.MaxAuditPage {
+			return field("limit must be an integer from 1 to %d", api.MaxAuditPage)
+		}
+		q.limit = int(n)
+	}
+	if v, ok := values["since"]; ok {
+		t, err := time.Parse(time.RFC3339Nano, v[0])
+		if err != nil {
+			return field("since must be an RFC 3339 time (2026-12-06T09:00:00Z)")
+		}
+		q.since = t
+	}
+	if v, ok := values["event"]; ok {
+		if v[0] == "" || len(v[0]) > maxEventBytes {
+			return field("event must be an event name of 1 to %d bytes", maxEventBytes)
+		}
+		q.event = v[0]
+	}
+	if v, ok := values["cursor"]; ok && v[0] != "" { // "" is the start
+		id, ok := parseAuditCursor(v[0])
+		if !ok {
+			return field("cursor must be the next of an earlier answer")
+		}
+		q.afterID = id
+	}
+	return q, nil
+}
+
+// auditCursorPrefix marks an audit cursor: the opaque text is base64url of
+// it and the last row's id.
+const auditCursorPrefix = "audit."
+
+func auditCursor(id int64) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(auditCursorPrefix + strconv.FormatInt(id, 10)))
+}
+
+func parseAuditCursor(s string) (int64, bool) {
+	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
+	if err != nil {
+		return 0, false
+	}
+	rest, ok := strings.CutPrefix(string(b), auditCursorPrefix)
+	if !ok {
+		return 0, false
+	}
+	if rest == "0" {
+		return 0, true
+	}
+	n, err := parsePositive(rest)
+	return n, err == nil
+}
+
+// listAudit is GET /v1/audit: one page of the trail, oldest first. next is
+// always given: where the rows after this page begin, also at the end of
+// the trail (a follower polls with it).
+func (s *API) listAudit(w http.ResponseWriter, r *http.Request) {
+	q, aerr := parseAuditQuery(r.URL.RawQuery)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	rows, err := s.store.AuditEvents(r.Context(), store.AuditFilter{Event: q.event, Since: q.since, AfterID: q.afterID, Limit: q.limit + 1})
+	if err != nil {
+		s.unavailable(w, r, "read audit", err)
+		return
+	}
+	page := api.AuditPage{Entries: []api.AuditEntry{}, Next: auditCursor(q.afterID)}
+	if len(rows) > q.limit {
+		rows, page.More = rows[:q.limit], true
+	}
+	for _, e := range rows {
+		page.Entries = append(page.Entries, auditEntry(e))
+	}
+	if len(rows) > 0 {
+		page.Next = auditCursor(rows[len(rows)-1].ID)
+	}
+	writeJSON(w, http.StatusOK, page)
+}
+
+// auditEntry is a stored audit row as GET /v1/audit gives it.
+func auditEntry(e store.AuditEvent) api.AuditEntry {
+	return api.AuditEntry{
+		Seq: e.Seq, At: api.WireTime(e.At), Event: e.Event, IdentityID: e.IdentityID, DeviceID: e.DeviceID,
+		Reason: e.Reason, RemoteAddr: e.RemoteAddr, Count: max(e.Count, 1), Prev: e.Prev, Digest: e.Digest,
+	}
+}
+
+// auditCheckpoint is GET /v1/audit/checkpoint: the audit chain's head.
+func (s *API) auditCheckpoint(w http.ResponseWriter, r *http.Request) {
+	h, err := s.store.ChainHead(r.Context(), api.ChainAudit)
+	if err != nil {
+		s.unavailable(w, r, "read the audit chain's head", err)
+		return
+	}
+	writeJSON(w, http.StatusOK, chainHead(h))
+}
+
+func chainHead(h store.ChainHead) api.ChainHead {
+	v := api.ChainHead{Chain: h.Chain, Seq: h.Seq, Digest: h.Digest}
+	if !h.At.IsZero() {
+		v.At = api.WireTime(h.At)
+	}
+	return v
+}
+
+// verifyFields is the closed body of POST /v1/audit/verify.
+var verifyFields = []bodyField{
+	{name: "from", check: func(v string) string {
+		if _, err := api.ParseCheckpoint(v); err != nil {
+			return err.Error()
+		}
+		return ""
+	}},
+}
+
+// verifyAudit is POST /v1/audit/verify {"from"?}: the audit chain
+// recomputed from a checkpoint, or from its anchor. A row that does not
+// match is an answer (ok false, the row named), not an error.
+func (s *API) verifyAudit(w http.ResponseWriter, r *http.Request) {
+	body, aerr := readBody(r)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	f, aerr := parseClosedBody(body, verifyFields, true)
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	var from *store.ChainHead
+	if f["from"] != "" {
+		cp, _ := api.ParseCheckpoint(f["from"]) // checked by verifyFields
+		from = &store.ChainHead{Chain: cp.Chain, Seq: cp.Seq, Digest: cp.Digest}
+	}
+	rep, err := s.store.VerifyChain(r.Context(), api.ChainAudit, from)
+	if err != nil {
+		s.unavailable(w, r, "verify the audit chain", err)
+		return
+	}
+	v := api.ChainVerification{OK: rep.Problem == nil, Rows: rep.Rows, From: chainHead(rep.From), Head: chainHead(rep.Head)}
+	if rep.Problem != nil {
+		v.Problem = &api.ChainProblem{Seq: rep.Problem.Seq, Why: rep.Problem.Why}
+	}
+	writeJSON(w, http.StatusOK, v)
+}
