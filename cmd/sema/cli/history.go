@@ -14,6 +14,7 @@ import (
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/client"
 	"github.com/sema-agent/sema/internal/safetext"
+	"github.com/sema-agent/sema/internal/words"
 )
 
 // The lane's instruction history, as a person reads it (docs/audit.md).
@@ -260,9 +261,9 @@ func printHistoryRecord(r api.InstructionRecord) error {
 		{"root session", orDash(r.RootSessionID)}, {"from", orDash(r.RemoteAddr)}, {"replica", orDash(r.Replica)},
 		{"received", r.ReceivedAt}, {"dispatched", orDash(r.DispatchedAt)}, {"settled", r.SettledAt},
 		{"took", took(r.ReceivedAt, r.SettledAt)},
-		{"stdout", fmt.Sprintf("%d bytes%s", r.StdoutBytes, truncatedMark(r.TruncatedStdout))},
-		{"stderr", fmt.Sprintf("%d bytes%s", r.StderrBytes, truncatedMark(r.TruncatedStderr))},
-		{"data", fmt.Sprintf("%d bytes", r.DataBytes)},
+		{"stdout", words.Count(r.StdoutBytes, "byte", "bytes") + truncatedMark(r.TruncatedStdout)},
+		{"stderr", words.Count(r.StderrBytes, "byte", "bytes") + truncatedMark(r.TruncatedStderr)},
+		{"data", words.Count(r.DataBytes, "byte", "bytes")},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", f[0], safetext.String(f[1]))
 	}
