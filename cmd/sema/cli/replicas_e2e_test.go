@@ -16,8 +16,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sema-agent/sema/cmd/sema/cli"
 	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/cmd/sema/cli"
 	"github.com/sema-agent/sema/mcp"
 )
 
