@@ -14,7 +14,9 @@ import (
 // historian writes the instruction history from one goroutine, so that no
 // settlement waits on the database: settle queues the row (add, which
 // never blocks) and the writer writes what is queued in batches, many rows
-// to a transaction (store.RecordHistory). A write that fails is not lost:
+// to a transaction (store.RecordHistory): the first row of a batch waits
+// historyGather, by the lane's clock, for others to join it, unless a
+// batch is full or a flush waits. A write that fails is not lost:
 // its rows go back to the head of the queue and are written again after
 // historyRetryEvery. Rows older than the retention are pruned at start and
 // every historyPruneEvery, by the database clock.
@@ -47,8 +49,9 @@ type historianConfig struct {
 }
 
 const (
-	historyQueueRows    = 1 << 18 // rows waiting to be written, at most
-	historyBatchRows    = 1000    // rows in one transaction, at most
+	historyQueueRows    = 1 << 18               // rows waiting to be written, at most
+	historyBatchRows    = 1000                  // rows in one transaction, at most
+	historyGather       = 50 * time.Millisecond // rows gather this long before a write
 	historyRetryEvery   = 2 * time.Second
 	historyPruneEvery   = time.Hour
 	historyWriteTimeout = 30 * time.Second
@@ -90,25 +93,45 @@ func (h *historian) run() {
 	defer close(h.done)
 	h.prune()
 	prune := h.cfg.clock.NewTimer(historyPruneEvery)
-	var retry clock.Timer
+	var gather, retry clock.Timer
 	defer func() {
-		prune.Stop()
-		if retry != nil {
-			retry.Stop()
+		for _, t := range []clock.Timer{prune, gather, retry} {
+			if t != nil {
+				t.Stop()
+			}
 		}
 	}()
-	for {
-		wake := h.wake
-		if retry == nil && !h.writeQueued() {
+	// write writes what is queued now, or arms the retry when it fails.
+	write := func() {
+		if gather != nil {
+			gather.Stop()
+			gather = nil
+		}
+		if !h.writeQueued() {
 			retry = h.cfg.clock.NewTimer(historyRetryEvery)
 		}
+	}
+	for {
+		wake := h.wake
 		if retry != nil {
 			wake = nil // what is queued waits for the retry
 		}
 		select {
 		case <-wake:
+			switch due, queued := h.due(); {
+			case due:
+				write()
+			case queued && gather == nil:
+				// Let the rows of the next moments join this one's
+				// transaction: one commit for many settlements.
+				gather = h.cfg.clock.NewTimer(historyGather)
+			}
+		case <-timerC(gather):
+			gather = nil
+			write()
 		case <-timerC(retry):
 			retry = nil
+			write()
 		case <-prune.C():
 			h.prune()
 			prune = h.cfg.clock.NewTimer(historyPruneEvery)
@@ -128,6 +151,14 @@ func (h *historian) run() {
 			return
 		}
 	}
+}
+
+// due reports whether what is queued is to be written at once (a batch is
+// full, or a flush waits), and whether anything is queued.
+func (h *historian) due() (due, queued bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.flushes) > 0 || len(h.queue) >= historyBatchRows, len(h.queue) > 0
 }
 
 // writeQueued writes the queue in batches, oldest first, and releases the

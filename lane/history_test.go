@@ -51,6 +51,16 @@ func testHistorian(t *testing.T, st store.Store) (*historian, *clock.Fake) {
 	return h, clk
 }
 
+// gathered lets the writer's gathering of a first row end, by the lane's
+// clock, so that it writes.
+func gathered(t *testing.T, clk *clock.Fake) {
+	t.Helper()
+	if _, ok := clk.WaitTimer(t.Context(), func(d time.Duration) bool { return d == historyGather }); !ok {
+		t.Fatal("the writer did not gather the first row")
+	}
+	clk.Advance(historyGather)
+}
+
 func settledRow(i int) store.HistoryRow {
 	return store.HistoryRow{InstructionID: fmt.Sprintf("ins_%06d", i), DeviceID: "dev_A", Kind: "exec", Summary: "true",
 		ReceivedAt: laneStart, SettledAt: laneStart.Add(time.Second), Outcome: "ok"}
@@ -70,8 +80,9 @@ func historyCount(t *testing.T, st *sqlstore.Store) int {
 func TestTheHistoryLosesNoRowOf12000QueuedBehindAStalledWrite(t *testing.T) {
 	st := openRegistry(t)
 	gated := newHistoryGate(st)
-	h, _ := testHistorian(t, gated)
+	h, clk := testHistorian(t, gated)
 	h.add(settledRow(0))
+	gathered(t, clk)
 	<-gated.entered // the writer holds row 0; the rest queue behind it
 	const n = 12000
 	for i := 1; i <= n; i++ {
@@ -102,6 +113,7 @@ func TestAFailedHistoryWriteIsRetriedNotLost(t *testing.T) {
 	for i := range 5 {
 		h.add(settledRow(i))
 	}
+	gathered(t, clk)
 	for range 2 {
 		if _, ok := clk.WaitTimer(t.Context(), func(d time.Duration) bool { return d == historyRetryEvery }); !ok {
 			t.Fatal("no retry was armed after a failed write")
@@ -114,12 +126,35 @@ func TestAFailedHistoryWriteIsRetriedNotLost(t *testing.T) {
 	}
 }
 
+// Rows gather for historyGather, by the lane's clock, and are written in
+// one transaction; a flush writes at once.
+func TestHistoryRowsGatherIntoOneWrite(t *testing.T) {
+	st := openRegistry(t)
+	gated := newHistoryGate(st)
+	close(gated.gate)
+	h, clk := testHistorian(t, gated)
+	for i := range 50 {
+		h.add(settledRow(i))
+	}
+	gathered(t, clk)
+	h.flush()
+	if got, writes := historyCount(t, st), gated.writes.Load(); got != 50 || writes != 1 {
+		t.Fatalf("%d rows in %d writes; want 50 in 1", got, writes)
+	}
+	h.add(settledRow(50))
+	h.flush() // no clock moves: the flush writes
+	if got := historyCount(t, st); got != 51 {
+		t.Fatalf("%d rows after a flush, want 51", got)
+	}
+}
+
 // Shutdown writes what is queued: the history's last rows are not lost.
 func TestShutdownWritesTheQueuedHistory(t *testing.T) {
 	st := openRegistry(t)
 	gated := newHistoryGate(st)
-	h, _ := testHistorian(t, gated)
+	h, clk := testHistorian(t, gated)
 	h.add(settledRow(0))
+	gathered(t, clk)
 	<-gated.entered
 	for i := 1; i <= 100; i++ {
 		h.add(settledRow(i))

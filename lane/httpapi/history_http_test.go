@@ -148,6 +148,7 @@ func TestAnHTTPInstructionIsRecordedWithItsCaller(t *testing.T) {
 	}
 	var page api.InstructionList
 	eventually(t, "the history row", func() bool {
+		l.clock.Advance(10 * time.Millisecond) // the writer gathers rows by the lane's clock
 		page = l.history(key, "device="+dev)
 		return len(page.Instructions) > 0
 	})
