@@ -34,9 +34,10 @@ func historyRows(t *testing.T, s *laneServer, args ...string) []api.InstructionR
 }
 
 // The lane's history through the real binaries: a `sema run` that
-// succeeds, one that exits 3, an MCP run_command and an instruction denied
-// on the approval device each appear exactly once in `sema history`, with
-// their outcome and exit code; nothing of their output is in the registry.
+// succeeds, one that exits 3, an MCP run_command, a write and an
+// instruction denied on the approval device each appear exactly once in
+// `sema history`, with their outcome and exit code; nothing of their
+// output or content is ever in the registry.
 func TestHistoryShowsEachInstructionOnceWithItsOutcome(t *testing.T) {
 	c := ctx(t)
 	sim, sock, dir := startSimInShortDir(t)
@@ -56,6 +57,9 @@ func TestHistoryShowsEachInstructionOnceWithItsOutcome(t *testing.T) {
 	cs, _ := mcpStdio(t, s)
 	var r mcp.RunResult
 	callTool(t, cs, "run_command", map[string]any{"command": "echo via-mcp"}, &r)
+	if _, _, code := s.sema(t, strings.NewReader("secret file content"), "fs", "put", "--device", id, "-", "put.txt"); code != 0 {
+		t.Fatalf("fs put: exit %d", code)
+	}
 	marker := filepath.Join(dir, "ran")
 	denied := startProc(t, s.env(t), nil, "run", "--device", id, "--", "touch "+marker)
 	sim.out.waitFor(c, t, "pending r1: Run: touch "+marker)
@@ -70,9 +74,10 @@ func TestHistoryShowsEachInstructionOnceWithItsOutcome(t *testing.T) {
 		"exit 3":                  {"ok", 3},
 		"echo via-mcp":            {"ok", 0},
 		"touch " + marker:         {"permission_denied", -1},
+		filepath.Join(ws, "put.txt") + " (19 bytes)": {"ok", -1},
 	}
 	var rows []api.InstructionRecord
-	waitFor(t, "the history to hold the four instructions", func() bool {
+	waitFor(t, "the history to hold the five instructions", func() bool {
 		rows = historyRows(t, s)
 		return len(rows) >= len(want)
 	})
@@ -100,9 +105,11 @@ func TestHistoryShowsEachInstructionOnceWithItsOutcome(t *testing.T) {
 	if one := rows[0]; one.StdoutBytes != int64(len("history-one-output\n")) {
 		t.Errorf("the first row counts %d bytes of stdout, want %d", one.StdoutBytes, len("history-one-output\n"))
 	}
-	raw, _ := os.ReadFile(filepath.Join(s.data, "sema.db"))
-	if strings.Contains(string(raw), "history-one-output\n") {
-		t.Error("the registry holds a command's output")
+	for _, f := range []string{"sema.db", "sema.db-wal"} {
+		raw, _ := os.ReadFile(filepath.Join(s.data, f))
+		if strings.Contains(string(raw), "history-one-output\n") || strings.Contains(string(raw), "secret file content") {
+			t.Errorf("the registry's %s holds a command's output or a file's content", f)
+		}
 	}
 
 	// The table, a device by name, one row in full.
