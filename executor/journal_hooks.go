@@ -35,18 +35,11 @@ func (rt *Runtime) journalEnd(e *entry, out protocol.Outcome) {
 	if a, ok := e.approval.Load().(string); ok {
 		r.Approval = a
 	}
-	switch o := out.(type) {
-	case protocol.Failure:
-		r.Outcome = string(o.ErrorCode)
-	case protocol.CancelledOutcome:
-		r.Outcome = "cancelled:" + string(o.State)
-	case protocol.ExecOutcome:
-		r.Outcome = "ok"
+	r.Outcome = protocol.OutcomeLabel(out)
+	if o, ok := out.(protocol.ExecOutcome); ok {
 		code := o.ExitCode
 		r.ExitCode = &code
 		r.Truncated = o.Truncated != nil
-	default:
-		r.Outcome = "ok"
 	}
 	rt.cfg.Journal.Append(r)
 }

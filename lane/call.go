@@ -99,6 +99,13 @@ type Call struct {
 
 	srv   *Server
 	owner string // the identity that dispatched it ("" for Go callers)
+	from  Requester
+
+	// For the history row, under the device's lock: when the call was
+	// committed (zero if never) and the bytes of output delivered, by
+	// stream (historyStdout, historyStderr, historyData).
+	dispatchedAt time.Time
+	outBytes     [3]int64
 
 	// The consumer side, under mu.
 	mu         sync.Mutex

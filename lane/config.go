@@ -57,6 +57,14 @@ type Config struct {
 	// AuditKeep names events whose rows are never pruned (sema server keeps
 	// the record of its first start).
 	AuditKeep []string
+	// HistoryRetention is how long instruction history rows are kept
+	// after they settled, by the database clock; older ones are pruned at
+	// start and every hour. Default 90 days.
+	HistoryRetention time.Duration
+	// HistoryCommands is what a history row keeps of an exec's command:
+	// HistoryCommandsFull, its text (the default), or
+	// HistoryCommandsDigest, its SHA-256 and length only.
+	HistoryCommands string
 	// AdvertiseURL is where the other replicas on the same registry reach
 	// this one (docs/operations.md): an absolute http or https URL. When
 	// set, New records the replica in the registry, each lease renewal
@@ -111,6 +119,12 @@ type Config struct {
 	SessionIdleExpiry time.Duration
 }
 
+// What a history row keeps of an exec's command (Config.HistoryCommands).
+const (
+	HistoryCommandsFull   = "full"
+	HistoryCommandsDigest = "digest"
+)
+
 // DefaultConfig is the one place the lane's defaults live: every timing
 // and bound the spec names, at the spec's value, and the lane's own. New
 // fills each zero field of a Config from it; `sema server`'s flags show
@@ -138,6 +152,8 @@ func DefaultConfig() Config {
 		MaxPreAuthPerAddr:  16,
 		WriteTimeout:       30 * time.Second,
 		AuditRetention:     720 * time.Hour,
+		HistoryRetention:   90 * 24 * time.Hour,
+		HistoryCommands:    HistoryCommandsFull,
 		MaxBufferedContent: 256 << 20,
 		BodyIdleTimeout:    10 * time.Second,
 		BodyMinRate:        64 << 10,
@@ -187,6 +203,7 @@ func (c Config) withDefaults() (Config, error) {
 		{&c.WriteTimeout, def.WriteTimeout},
 		{&c.AuditRetention, def.AuditRetention},
 		{&c.SessionIdleExpiry, def.SessionIdleExpiry},
+		{&c.HistoryRetention, def.HistoryRetention},
 	}
 	for _, d := range durations {
 		if *d.v == 0 {
@@ -222,6 +239,13 @@ func (c Config) withDefaults() (Config, error) {
 	// A payload part must fit a 1 MiB frame once base64-encoded.
 	if c.PayloadPartBytes > 700<<10 {
 		return c, fmt.Errorf("lane: PayloadPartBytes %d does not fit a 1 MiB frame", c.PayloadPartBytes)
+	}
+	switch c.HistoryCommands {
+	case "":
+		c.HistoryCommands = def.HistoryCommands
+	case HistoryCommandsFull, HistoryCommandsDigest:
+	default:
+		return c, fmt.Errorf("lane: HistoryCommands %q is neither %q nor %q", c.HistoryCommands, HistoryCommandsFull, HistoryCommandsDigest)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

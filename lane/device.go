@@ -97,6 +97,7 @@ func (s *Server) settle(d *deviceState, c *Call, state protocol.InstructionState
 	}
 	s.callsMu.Unlock()
 	c.finish(Settlement{State: state, Outcome: o, LaneCancelled: laneCancelled})
+	s.history.add(s.historyRow(c, o))
 	s.pump(d)
 }
 
@@ -135,6 +136,7 @@ func (s *Server) pump(d *deviceState) {
 		call := d.queue[0]
 		d.queue = d.queue[1:]
 		call.state = protocol.StateDispatchCommitted
+		call.dispatchedAt = s.cfg.Clock.Now()
 		c.issuedSeq++
 		call.frame.Gen, call.frame.IssuedSeq = c.gen, c.issuedSeq
 		call.stream = newStream(call.Kind, s.cfg.ReorderEntries, s.cfg.ReorderBytes)

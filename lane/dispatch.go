@@ -37,14 +37,19 @@ var protectiveFaces = []protocol.InstructionKind{protocol.KindWriteFileExclusive
 // instruction is invalid, or its root session is bound to another device
 // (*SessionMismatchError, §9).
 func (s *Server) Dispatch(ctx context.Context, deviceID string, in Instruction) (*Call, error) {
-	return s.dispatch(ctx, deviceID, "", in, nil)
+	return s.dispatch(ctx, deviceID, Requester{}, in, nil)
 }
 
-// dispatch is Dispatch for an owner. contentDone, when not nil, is called
+// dispatch is Dispatch for a requester (its identity, when not "", must
+// own the device). contentDone, when not nil, is called
 // exactly once when the lane has let go of in.Content (or ContentStream):
 // at once on an error, else when the call's payload has been written (or
 // failed to be), or when it settles without having been committed.
-func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instruction, contentDone func()) (call *Call, err error) {
+func (s *Server) dispatch(ctx context.Context, deviceID string, from Requester, in Instruction, contentDone func()) (call *Call, err error) {
+	owner := from.IdentityID
+	if from.ReceivedAt.IsZero() {
+		from.ReceivedAt = s.cfg.Clock.Now()
+	}
 	if contentDone == nil {
 		contentDone = func() {}
 	}
@@ -81,7 +86,7 @@ func (s *Server) dispatch(ctx context.Context, deviceID, owner string, in Instru
 	}
 	released := make(chan struct{})
 	call = &Call{
-		ID: frame.InstructionID, DeviceID: deviceID, Kind: in.Kind, srv: s, owner: owner,
+		ID: frame.InstructionID, DeviceID: deviceID, Kind: in.Kind, srv: s, owner: owner, from: from,
 		notify: make(chan struct{}, 1), done: make(chan struct{}),
 		state: protocol.StateQueued, frame: frame, content: in.Content, upload: in.ContentStream,
 		contentDone: sync.OnceFunc(func() { contentDone(); close(released) }), released: released,

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"time"
 
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
@@ -33,7 +34,24 @@ func (s *Server) Audit(ctx context.Context, e store.AuditEvent) { s.audit(ctx, e
 // else when the call's payload has been written (or failed to be), or when
 // it settles without having been committed.
 func (s *Server) DispatchAs(ctx context.Context, deviceID, ownerID string, in Instruction, contentDone func()) (*Call, error) {
-	return s.dispatch(ctx, deviceID, ownerID, in, contentDone)
+	return s.dispatch(ctx, deviceID, Requester{IdentityID: ownerID}, in, contentDone)
+}
+
+// Requester is who asked for an instruction, as its history row records
+// it.
+type Requester struct {
+	IdentityID string // the caller's identity; "" for an in-process caller
+	APIKeyID   string // the key it authenticated with; "" when none
+	RemoteAddr string // the caller's address; "" when none
+	// ReceivedAt is when the request arrived; zero: when it is dispatched.
+	ReceivedAt time.Time
+}
+
+// DispatchFor is DispatchAs for a requester: its identity must own the
+// device, and the instruction's history row names it, its key and its
+// address.
+func (s *Server) DispatchFor(ctx context.Context, deviceID string, from Requester, in Instruction, contentDone func()) (*Call, error) {
+	return s.dispatch(ctx, deviceID, from, in, contentDone)
 }
 
 // OwnedDevice is deviceID's registry row when it is one of ownerID's

@@ -202,6 +202,7 @@ func (s *Server) handleChunk(c *conn, ch *protocol.Chunk) {
 		return
 	}
 	for _, out := range delivered {
+		call.countOutput(out)
 		if !call.push(out) {
 			s.deliveryOverflow(d, call, out.StreamSeq)
 		}

@@ -90,6 +90,9 @@ type Metrics struct {
 	// AuditRowsDropped counts audit rows lost (queue full, a failed
 	// write); each loss is also told by an audit.rows_dropped row.
 	AuditRowsDropped uint64
+	// HistoryRowsDropped counts instruction history rows lost: the
+	// registry refused writes until the queue was full, or at shutdown.
+	HistoryRowsDropped uint64
 	// The HTTP API's own (package httpapi fills them in its snapshot).
 	HTTPConns        int64  // open HTTP connections that are not WebSockets
 	HTTPConnsRefused uint64 // connections closed at once at the connection cap
@@ -119,6 +122,7 @@ func (s *Server) Metrics() Metrics {
 	m.PreAuthSockets, m.Draining = s.preAuth, s.draining
 	s.mu.Unlock()
 	m.AuditRowsDropped = s.audits.droppedTotal.Load()
+	m.HistoryRowsDropped = s.history.droppedTotal.Load()
 	m.DeliveryOverflows = s.metrics.deliveryOverflows.Load()
 	for _, d := range devices {
 		d.mu.Lock()

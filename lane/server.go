@@ -17,6 +17,8 @@ type Server struct {
 	store  store.Store
 	log    *slog.Logger
 	audits *auditor
+	// history writes a row for every settled instruction (history.go).
+	history *historian
 	// revocations, when not nil, counts device revocations in a registry
 	// this process serves alone (sqlstore's DeviceRevocations).
 	revocations func() (uint64, bool)
@@ -91,6 +93,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.audits = startAuditor(auditorConfig{store: cfg.Store, log: cfg.Logger, clock: cfg.Clock, retention: cfg.AuditRetention, keep: cfg.AuditKeep})
+	s.history = startHistorian(historianConfig{store: cfg.Store, log: cfg.Logger, clock: cfg.Clock, retention: cfg.HistoryRetention})
 	s.leases.store = cfg.Store
 	s.renewer = startLeaseRenewer(s)
 	s.janitor = startJanitor(s)

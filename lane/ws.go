@@ -168,7 +168,8 @@ func (s *Server) Shutdown(ctx context.Context) error {
 	if s.forwarder != nil {
 		s.forwarder.Close()
 	}
-	s.shutdownMu.Do(s.audits.close)
+	// Every call has settled: the history's last rows are queued.
+	s.shutdownMu.Do(func() { s.history.close(); s.audits.close() })
 	return err
 }
 

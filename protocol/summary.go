@@ -55,3 +55,16 @@ func plural(n int, noun string) string {
 	}
 	return strconv.Itoa(n) + " " + noun + "s"
 }
+
+// OutcomeLabel is the one word a record keeps of an outcome: ok for a
+// success arm, cancelled:<state> for a cancel receipt (§5.3), the
+// errorCode of a failure.
+func OutcomeLabel(o Outcome) string {
+	switch o := o.(type) {
+	case Failure:
+		return string(o.ErrorCode)
+	case CancelledOutcome:
+		return "cancelled:" + string(o.State)
+	}
+	return "ok"
+}

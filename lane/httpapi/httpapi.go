@@ -70,6 +70,8 @@ func New(core *lane.Server) *API {
 	s.mux.HandleFunc("POST /v1/devices/{id}/forget", s.laneOnly(s.authenticated(s.forgetDevice)))
 	s.mux.HandleFunc("POST /v1/devices/{id}/instructions", s.laneOnly(s.routed(s.authenticated(s.postInstruction))))
 	s.mux.HandleFunc("POST /v1/devices/{id}/writes", s.laneOnly(s.routed(s.authenticated(s.postWrite))))
+	s.mux.HandleFunc("GET "+api.InstructionsPath, s.laneOnly(s.authenticated(s.listInstructions)))
+	s.mux.HandleFunc("GET "+api.InstructionsPath+"/{id}", s.laneOnly(s.authenticated(s.getInstruction)))
 	s.mux.HandleFunc("POST /v1/instructions/{id}/cancel", s.laneOnly(s.authenticated(s.cancelInstruction)))
 	s.mux.HandleFunc("POST /v1/identities", s.laneOnly(s.authenticated(s.adminOnly(s.createIdentity))))
 	s.mux.HandleFunc("GET /v1/identities", s.laneOnly(s.authenticated(s.adminOnly(s.listIdentities))))

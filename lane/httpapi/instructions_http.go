@@ -222,6 +222,7 @@ func instructionArgs(req instructionRequest) (protocol.Args, *apiError) {
 // happen, ending with the outcome.
 func (s *API) postInstruction(w http.ResponseWriter, r *http.Request) {
 	probe.Mark(probe.LaneAuthenticated)
+	received := s.cfg.Clock.Now()
 	// The device must be the caller's before a byte of the body is read or
 	// held: a caller with no device cannot hold the budget.
 	if aerr := s.ownedDevice(r, r.PathValue("id"), callerOf(r.Context()).ID); aerr != nil {
@@ -236,17 +237,22 @@ func (s *API) postInstruction(w http.ResponseWriter, r *http.Request) {
 	}
 	// From here dispatch owns the reservation: it releases it once the lane
 	// has finished with the content, on every path.
-	if call := s.dispatchHTTP(w, r, r.PathValue("id"), in, hold.release); call != nil {
+	if call := s.dispatchHTTP(w, r, r.PathValue("id"), received, in, hold.release); call != nil {
 		s.streamCall(w, r, call)
 	}
 }
 
-// dispatchHTTP dispatches for the request's caller; when it cannot, it
-// answers the refusal (404, 409 session.device_mismatch or
-// session.limit_reached, 400, 503) and
-// returns nil. release is dispatch's contentDone.
-func (s *API) dispatchHTTP(w http.ResponseWriter, r *http.Request, deviceID string, in lane.Instruction, release func()) *lane.Call {
-	call, err := s.core.DispatchAs(r.Context(), deviceID, callerOf(r.Context()).ID, in, release)
+// dispatchHTTP dispatches for the request's caller, who sent it at
+// received; when it cannot, it answers the refusal (404, 409
+// session.device_mismatch or session.limit_reached, 400, 503) and returns
+// nil. release is
+// dispatch's contentDone. The instruction's history row names the caller,
+// the key and the address (a forwarded request's is the caller's, see
+// verifyHop): it is written here, on the replica that holds the device.
+func (s *API) dispatchHTTP(w http.ResponseWriter, r *http.Request, deviceID string, received time.Time, in lane.Instruction, release func()) *lane.Call {
+	caller := callerOf(r.Context())
+	from := lane.Requester{IdentityID: caller.ID, APIKeyID: caller.APIKeyID, RemoteAddr: lane.RemoteAddr(r), ReceivedAt: received}
+	call, err := s.core.DispatchFor(r.Context(), deviceID, from, in, release)
 	var (
 		invalid  *lane.InvalidInstructionError
 		mismatch *lane.SessionMismatchError

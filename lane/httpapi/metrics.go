@@ -69,6 +69,7 @@ func (s *API) WriteMetrics(w io.Writer) error {
 	gauge("sema_lane_buffered_content_bytes", "Bytes of instruction bodies and write content held in memory now (reserved).", m.BufferedContent)
 	plain("sema_lane_content_busy_total", "Instruction requests refused 503 service.busy: the buffered-content budget was full.", m.ContentBusy)
 	plain("sema_lane_forwarded_total", "Device requests forwarded to the lane replica holding the device's connection.", m.Forwarded)
+	plain("sema_lane_history_rows_dropped_total", "Instruction history rows lost: the registry refused writes until the history's queue was full, or at shutdown.", m.HistoryRowsDropped)
 	plain("sema_lane_delivery_overflows_total", "Commands the lane cancelled because their output outran the pending-delivery bound (a device sending past its acknowledgements).", m.DeliveryOverflows)
 	counter("sema_lane_dispatches_total", "Settled instructions by state and outcome (the outcome kind, or the errorCode of a failure).",
 		"state", "outcome", m.Dispatches)

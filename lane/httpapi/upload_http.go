@@ -36,6 +36,7 @@ import (
 // has settled (or the client went away) it makes any pending read fail and
 // waits for the lane to let go of the content.
 func (s *API) postWrite(w http.ResponseWriter, r *http.Request) {
+	received := s.cfg.Clock.Now()
 	q, aerr := parseWriteQuery(r.URL.RawQuery)
 	if aerr == nil && r.ContentLength < 0 {
 		aerr = lengthRequired("a streamed write's body")
@@ -71,7 +72,7 @@ func (s *API) postWrite(w http.ResponseWriter, r *http.Request) {
 		Kind: q.kind, Args: q.args, Timeout: time.Duration(q.timeoutMs) * time.Millisecond, RootSessionID: q.rootSessionID,
 		ContentStream: body, ContentLen: r.ContentLength, ContentSHA256: q.sha256,
 	}
-	call := s.dispatchHTTP(w, r, deviceID, in, hold.release)
+	call := s.dispatchHTTP(w, r, deviceID, received, in, hold.release)
 	if call == nil {
 		return
 	}

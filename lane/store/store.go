@@ -182,6 +182,18 @@ type Store interface {
 	// mismatch is the report's Problem, not an error; ErrNotFound for a
 	// chain this store does not keep.
 	VerifyChain(ctx context.Context, chain string, from *ChainHead) (ChainReport, error)
+	// RecordHistory appends instruction history rows, all in one
+	// transaction. Each gets the next seq of the table, assigned under the
+	// table's write lock, so a row committed later always has a higher
+	// seq; a row whose instruction has one already is skipped.
+	RecordHistory(ctx context.Context, rows ...HistoryRow) error
+	// History returns history rows, in seq order, matching the filter.
+	History(ctx context.Context, f HistoryFilter) ([]HistoryRow, error)
+	// HistoryRow returns the row of one instruction; ErrNotFound if none.
+	HistoryRow(ctx context.Context, instructionID string) (HistoryRow, error)
+	// PruneHistory deletes the rows settled longer than retention ago by
+	// the database clock, and returns how many.
+	PruneHistory(ctx context.Context, retention time.Duration) (int64, error)
 
 	// Ping checks that the database answers.
 	Ping(ctx context.Context) error
@@ -223,6 +235,9 @@ type Identity struct {
 	// DisabledAt is when the identity was disabled: none of its keys is
 	// accepted while it is set. Nil when enabled.
 	DisabledAt *time.Time
+	// APIKeyID is the key the identity was found by (IdentityByAPIKey
+	// only; "" otherwise).
+	APIKeyID string
 }
 
 // APIKey is the stored side of an API key: never its text.
@@ -409,6 +424,51 @@ type AuditFilter struct {
 	// AfterID, when not 0, selects the rows after the one with this ID.
 	AfterID int64
 	Limit   int // 0 means 1000
+}
+
+// HistoryRow is one settled instruction in the history. It never holds a
+// file's content or a command's output: Summary is the command (or its
+// digest), paths and byte counts (protocol.Summary).
+type HistoryRow struct {
+	// Seq orders the rows, assigned by RecordHistory; 0 before.
+	Seq           int64
+	InstructionID string
+	IdentityID    string // "" for an in-process caller
+	APIKeyID      string // "" when no key was used
+	DeviceID      string
+	RootSessionID string // "" when none
+	Replica       string // the replica that held the device's connection; "" alone
+	RemoteAddr    string // the caller's address; "" when none
+	Kind          string
+	Summary       string
+	ReceivedAt    time.Time
+	DispatchedAt  *time.Time // nil when it was never sent to the device
+	SettledAt     time.Time
+	// Outcome is ok, cancelled:<state>, or the failure's errorCode
+	// (protocol.OutcomeLabel).
+	Outcome         string
+	ExitCode        *int // an exec's exit code; nil for other kinds and failures
+	StdoutBytes     int64
+	StderrBytes     int64
+	DataBytes       int64
+	TruncatedStdout bool
+	TruncatedStderr bool
+	// PrevDigest and Digest are for a hash chain over the rows in Seq
+	// order; "" (NULL) when the row is not chained.
+	PrevDigest string
+	Digest     string
+}
+
+// HistoryFilter selects history rows; zero fields match everything.
+type HistoryFilter struct {
+	IdentityID    string
+	DeviceID      string
+	RootSessionID string
+	Outcome       string
+	Since         time.Time // received at or after
+	Until         time.Time // received before
+	After         int64     // only rows with a higher Seq
+	Limit         int       // 0 means 1000
 }
 
 // Errors.

@@ -90,7 +90,7 @@ func newRoot() *cobra.Command {
 	}
 	root.SetVersionTemplate("{{.Version}}\n")
 	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newDeviceCmd(), newServerCmd(), newTokenCmd(), newDevicesCmd(), newRunCmd(), newFSCmd(), newQuickstartCmd(), newMCPCmd())
+	root.AddCommand(newDeviceCmd(), newServerCmd(), newTokenCmd(), newDevicesCmd(), newRunCmd(), newHistoryCmd(), newFSCmd(), newQuickstartCmd(), newMCPCmd())
 	root.AddCommand(newNextingCmd())
 	root.AddCommand(newIdentityCmd(), newAPIKeyCmd(), newAuditCmd(), newVersionCmd())
 	root.AddCommand(newLoginCmd(), newLogoutCmd(), newWhoamiCmd())

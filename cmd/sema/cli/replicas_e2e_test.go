@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/cmd/sema/cli"
 	"github.com/sema-agent/sema/mcp"
 )
@@ -231,6 +232,32 @@ func TestThreeReplicasBehindALoadBalancer(t *testing.T) {
 			}
 			return true
 		})
+	}
+	// The lane's history, read on any replica, has each of the nine once:
+	// a forwarded instruction is recorded by the replica holding the
+	// device, never also by the one that forwarded it.
+	holderOf := map[string]string{}
+	for _, d := range reps[1].devices(t) {
+		holderOf[d["deviceId"].(string)] = d["replica"].(string)
+	}
+	var history []api.InstructionRecord
+	waitFor(t, "the history to hold the nine runs", func() bool {
+		history = historyRows(t, reps[2])
+		return len(history) >= 9
+	})
+	times := map[string]int{}
+	for _, r := range history {
+		times[r.Summary]++
+		if r.Replica != holderOf[r.DeviceID] || r.Outcome != "ok" {
+			t.Errorf("a run recorded by replica %s with outcome %s; its device is held by %s", r.Replica, r.Outcome, holderOf[r.DeviceID])
+		}
+	}
+	for i := range reps {
+		for k := range ids {
+			if run := "echo run-" + string(rune('a'+i)) + " >> " + books[k] + "; echo ok"; times[run] != 1 {
+				t.Errorf("%q is in the history %d times, want exactly once", run, times[run])
+			}
+		}
 	}
 	// An MCP client on one replica reaches a device another holds.
 	cs, err := mcpHTTP(t, reps[2], reps[0].key, "?device="+ids[0])

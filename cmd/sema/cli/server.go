@@ -95,6 +95,8 @@ func newServerCmd() *cobra.Command {
 	fl.IntVar(&cfg.MaxPreAuthPerAddr, "max-preauth-per-addr", def.MaxPreAuthPerAddr, "sockets still in the handshake, per remote address (§1.2)")
 	fl.DurationVar(&cfg.WriteTimeout, "write-timeout", def.WriteTimeout, "a socket that cannot take a frame in this time is closed")
 	fl.DurationVar(&cfg.AuditRetention, "audit-retention", def.AuditRetention, "audit rows older than this are pruned, hourly (the first start's record is kept)")
+	fl.DurationVar(&cfg.HistoryRetention, "history-retention", def.HistoryRetention, "instruction history rows settled longer ago than this are pruned, hourly")
+	fl.StringVar(&cfg.HistoryCommands, "history-commands", def.HistoryCommands, "what the instruction history keeps of a command: full (its text) or digest (its SHA-256 and length)")
 	fl.Int64Var(&cfg.MaxBufferedContent, "max-buffered-content", def.MaxBufferedContent,
 		"bytes of instruction bodies and write content held in memory at once, server-wide (256 MiB); over it 503 service.busy")
 	fl.Int64Var(&cfg.MaxBufferedContentPerIdentity, "max-buffered-content-per-identity", def.MaxBufferedContentPerIdentity,
@@ -165,6 +167,10 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 	switch {
 	case f.cfg.AuditRetention <= 0:
 		return usageError{fmt.Errorf("--audit-retention %v: want a positive duration", f.cfg.AuditRetention)}
+	case f.cfg.HistoryRetention <= 0:
+		return usageError{fmt.Errorf("--history-retention %v: want a positive duration", f.cfg.HistoryRetention)}
+	case f.cfg.HistoryCommands != lane.HistoryCommandsFull && f.cfg.HistoryCommands != lane.HistoryCommandsDigest:
+		return usageError{fmt.Errorf("--history-commands %q: want %s or %s", f.cfg.HistoryCommands, lane.HistoryCommandsFull, lane.HistoryCommandsDigest)}
 	case f.httpLimits.IdleTimeout <= 0:
 		return usageError{fmt.Errorf("--http-idle-timeout %v must be positive", f.httpLimits.IdleTimeout)}
 	case f.httpLimits.MaxConns < 1:

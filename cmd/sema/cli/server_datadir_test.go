@@ -1,6 +1,7 @@
 package cli_test
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 	"syscall"
@@ -88,5 +89,39 @@ func TestAuditRetentionKeepsTheFirstStartsRecord(t *testing.T) {
 	bad := startProc(t, nil, nil, "server", "--listen", "127.0.0.1:0", "--data", t.TempDir(), "--audit-retention", "0s")
 	if code := bad.wait(t); code != 2 || !strings.Contains(bad.stderr.String(), "--audit-retention") {
 		t.Fatalf("--audit-retention 0s: exit %d, %s; want 2 naming the flag", code, bad.stderr)
+	}
+}
+
+// --history-retention prunes the instruction history by the database
+// clock, at start; the history flags are checked before the server starts.
+func TestHistoryRetentionPrunesAndItsFlagsAreChecked(t *testing.T) {
+	data := t.TempDir()
+	st, err := sqlite.Open(t.Context(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	now := time.Now()
+	row := func(id string, settled time.Time) store.HistoryRow {
+		return store.HistoryRow{InstructionID: id, DeviceID: "dev_A", Kind: "exec", Summary: "true", ReceivedAt: settled, SettledAt: settled, Outcome: "ok"}
+	}
+	if err := st.RecordHistory(t.Context(), row("ins_old", now.Add(-48*time.Hour)), row("ins_recent", now.Add(-time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	s := startServer(t, data, "--history-retention", "24h")
+	waitFor(t, "the old row pruned", func() bool {
+		_, err := st.HistoryRow(t.Context(), "ins_old")
+		return errors.Is(err, store.ErrNotFound)
+	})
+	if _, err := st.HistoryRow(t.Context(), "ins_recent"); err != nil {
+		t.Fatalf("the recent row: %v", err)
+	}
+	s.cmd.Process.Signal(syscall.SIGTERM)
+	s.wait(t)
+	for _, bad := range [][]string{{"--history-retention", "0s"}, {"--history-commands", "hash"}} {
+		p := startProc(t, nil, nil, append([]string{"server", "--listen", "127.0.0.1:0", "--data", t.TempDir()}, bad...)...)
+		if code := p.wait(t); code != 2 || !strings.Contains(p.stderr.String(), bad[0]) {
+			t.Errorf("%v: exit %d, %s; want 2 naming the flag", bad, code, p.stderr)
+		}
 	}
 }

@@ -175,7 +175,7 @@ func (s *Store) identityByAPIKey(ctx context.Context, digest store.Digest) (idn 
 	if err != nil {
 		return idn, 0, s.wrap("identity by api key", err)
 	}
-	idn.CreatedAt = msTime(created)
+	idn.CreatedAt, idn.APIKeyID = msTime(created), keyID
 	granularity := store.LastUsedAtGranularity.Milliseconds()
 	if lastUsed.Valid && now-lastUsed.Int64 < granularity {
 		return idn, time.Duration(granularity-(now-lastUsed.Int64)) * time.Millisecond, nil
