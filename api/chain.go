@@ -30,8 +30,15 @@ import (
 // ChainGenesis is the prev of a chain's first row: 64 zeros.
 const ChainGenesis = "0000000000000000000000000000000000000000000000000000000000000000"
 
-// ChainAudit is the audit trail's chain.
-const ChainAudit = "audit"
+// The lane's chains: the audit trail's and the instruction history's.
+const (
+	ChainAudit   = "audit"
+	ChainHistory = "history"
+)
+
+// Chains are the lane's chains, in the order `sema audit verify` checks
+// them.
+var Chains = []string{ChainAudit, ChainHistory}
 
 // ChainCanonical is a row's canonical bytes: the chain, seq and time, then
 // fields, each as a netstring.
@@ -74,6 +81,43 @@ func ValidChainDigest(s string) bool {
 // order: identityId, deviceId, event, reason, remoteAddr, count.
 func AuditCanonical(seq, atMs int64, identityID, deviceID, event, reason, remoteAddr string, count int) []byte {
 	return ChainCanonical(ChainAudit, seq, atMs, identityID, deviceID, event, reason, remoteAddr, strconv.Itoa(count))
+}
+
+// HistoryCanonical is an instruction history row's canonical bytes. Its
+// own fields, in order: instructionId, identityId, apiKeyId, deviceId,
+// rootSessionId, replica, remoteAddr, kind, summary, receivedMs,
+// dispatchedMs, settledMs, outcome, exitCode, stdoutBytes, stderrBytes,
+// dataBytes, truncatedStdout, truncatedStderr; times in Unix milliseconds,
+// dispatchedMs and exitCode empty when absent, the truncation flags 1 or 0.
+func HistoryCanonical(seq, atMs int64, r InstructionRecordFields) []byte {
+	flag := func(b bool) string {
+		if b {
+			return "1"
+		}
+		return "0"
+	}
+	optional := func(n *int64) string {
+		if n == nil {
+			return ""
+		}
+		return strconv.FormatInt(*n, 10)
+	}
+	return ChainCanonical(ChainHistory, seq, atMs, r.InstructionID, r.IdentityID, r.APIKeyID, r.DeviceID,
+		r.RootSessionID, r.Replica, r.RemoteAddr, r.Kind, r.Summary, strconv.FormatInt(r.ReceivedMs, 10),
+		optional(r.DispatchedMs), strconv.FormatInt(r.SettledMs, 10), r.Outcome, optional(r.ExitCode),
+		strconv.FormatInt(r.StdoutBytes, 10), strconv.FormatInt(r.StderrBytes, 10), strconv.FormatInt(r.DataBytes, 10),
+		flag(r.TruncatedStdout), flag(r.TruncatedStderr))
+}
+
+// InstructionRecordFields are the fields of a history row its digest
+// covers (HistoryCanonical).
+type InstructionRecordFields struct {
+	InstructionID, IdentityID, APIKeyID, DeviceID, RootSessionID, Replica, RemoteAddr string
+	Kind, Summary, Outcome                                                            string
+	ReceivedMs, SettledMs                                                             int64
+	DispatchedMs, ExitCode                                                            *int64
+	StdoutBytes, StderrBytes, DataBytes                                               int64
+	TruncatedStdout, TruncatedStderr                                                  bool
 }
 
 // AuditEntry is one row of the audit trail as GET /v1/audit and `sema audit
@@ -150,9 +194,10 @@ func ParseCheckpoint(s string) (ChainHead, error) {
 
 // AuditVerifyRequest is the body of POST /v1/audit/verify: from, when not
 // "", is a checkpoint the chain must pass through, and where verifying
-// starts; "" starts at the oldest kept row.
+// starts; "" starts at the oldest kept row of Chain (ChainAudit when "").
 type AuditVerifyRequest struct {
-	From string `json:"from,omitempty"`
+	From  string `json:"from,omitempty"`
+	Chain string `json:"chain,omitempty"`
 }
 
 // ChainVerification is the answer of POST /v1/audit/verify. OK is false

@@ -34,10 +34,12 @@ type InstructionRecord struct {
 	DataBytes       int64  `json:"dataBytes"`
 	TruncatedStdout bool   `json:"truncatedStdout"`
 	TruncatedStderr bool   `json:"truncatedStderr"`
-	// PrevDigest and Digest chain the rows when the lane chains them;
-	// absent otherwise.
-	PrevDigest string `json:"prevDigest,omitempty"`
-	Digest     string `json:"digest,omitempty"`
+	// At is when the row was written, by the registry's clock; with Seq,
+	// PrevDigest and Digest it places the row in the history's hash chain
+	// (HistoryCanonical), which can be recomputed from these fields alone.
+	At         string `json:"at"`
+	PrevDigest string `json:"prevDigest"`
+	Digest     string `json:"digest"`
 }
 
 // InstructionList is the answer of GET /v1/instructions: one page, oldest

@@ -53,19 +53,20 @@ func (c *Client) AuditPage(ctx context.Context, opts AuditOptions) (api.AuditPag
 	return out, err
 }
 
-// AuditCheckpoint reads the audit chain's head (GET /v1/audit/checkpoint).
-func (c *Client) AuditCheckpoint(ctx context.Context) (api.ChainHead, error) {
+// AuditCheckpoint reads a chain's head (GET /v1/audit/checkpoint):
+// api.ChainAudit's or api.ChainHistory's.
+func (c *Client) AuditCheckpoint(ctx context.Context, chain string) (api.ChainHead, error) {
 	var out api.ChainHead
-	err := c.call(ctx, http.MethodGet, "/v1/audit/checkpoint", nil, &out)
+	err := c.call(ctx, http.MethodGet, "/v1/audit/checkpoint?chain="+url.QueryEscape(chain), nil, &out)
 	return out, err
 }
 
-// VerifyAudit has the lane recompute the audit chain (POST
-// /v1/audit/verify) from a checkpoint (ChainHead.String), or from its
-// anchor when from is "". A row that does not match is the answer's
+// VerifyAudit has the lane recompute a chain (POST /v1/audit/verify) from
+// a checkpoint (ChainHead.String), whose chain it is, or from the anchor
+// of chain when from is "". A row that does not match is the answer's
 // Problem, not an error.
-func (c *Client) VerifyAudit(ctx context.Context, from string) (api.ChainVerification, error) {
+func (c *Client) VerifyAudit(ctx context.Context, chain, from string) (api.ChainVerification, error) {
 	var out api.ChainVerification
-	err := c.call(ctx, http.MethodPost, "/v1/audit/verify", api.AuditVerifyRequest{From: from}, &out)
+	err := c.call(ctx, http.MethodPost, "/v1/audit/verify", api.AuditVerifyRequest{Chain: chain, From: from}, &out)
 	return out, err
 }

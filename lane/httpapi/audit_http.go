@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"encoding/base64"
+	"errors"
 	"net/http"
 	"slices"
 	"strconv"
@@ -137,11 +138,29 @@ func auditEntry(e store.AuditEvent) api.AuditEntry {
 	}
 }
 
-// auditCheckpoint is GET /v1/audit/checkpoint: the audit chain's head.
+// chainParam is a request's chain: the query's or body's chain= ("" is the
+// audit trail's), or the 400 naming the chains there are.
+func chainParam(chain string) (string, *apiError) {
+	if chain == "" {
+		return api.ChainAudit, nil
+	}
+	if !slices.Contains(api.Chains, chain) {
+		return "", errorf(http.StatusBadRequest, api.CodeFieldInvalid, "chain must be one of %s, got %q", strings.Join(api.Chains, ", "), clip(chain))
+	}
+	return chain, nil
+}
+
+// auditCheckpoint is GET /v1/audit/checkpoint?chain=: a chain's head, the
+// audit trail's unless chain=history.
 func (s *API) auditCheckpoint(w http.ResponseWriter, r *http.Request) {
-	h, err := s.store.ChainHead(r.Context(), api.ChainAudit)
+	chain, aerr := chainParam(r.URL.Query().Get("chain"))
+	if aerr != nil {
+		writeError(w, aerr)
+		return
+	}
+	h, err := s.store.ChainHead(r.Context(), chain)
 	if err != nil {
-		s.unavailable(w, r, "read the audit chain's head", err)
+		s.unavailable(w, r, "read the "+chain+" chain's head", err)
 		return
 	}
 	writeJSON(w, http.StatusOK, chainHead(h))
@@ -163,6 +182,12 @@ var verifyFields = []bodyField{
 		}
 		return ""
 	}},
+	{name: "chain", check: func(v string) string {
+		if _, aerr := chainParam(v); aerr != nil {
+			return aerr.Message
+		}
+		return ""
+	}},
 }
 
 // verifyAudit is POST /v1/audit/verify {"from"?}: the audit chain
@@ -179,14 +204,23 @@ func (s *API) verifyAudit(w http.ResponseWriter, r *http.Request) {
 		writeError(w, aerr)
 		return
 	}
+	chain, _ := chainParam(f["chain"]) // checked by verifyFields
 	var from *store.ChainHead
 	if f["from"] != "" {
 		cp, _ := api.ParseCheckpoint(f["from"]) // checked by verifyFields
-		from = &store.ChainHead{Chain: cp.Chain, Seq: cp.Seq, Digest: cp.Digest}
+		if f["chain"] != "" && f["chain"] != cp.Chain {
+			writeError(w, errorf(http.StatusBadRequest, api.CodeFieldInvalid, "from is a checkpoint of the %s chain, not of %s", clip(cp.Chain), chain))
+			return
+		}
+		chain, from = cp.Chain, &store.ChainHead{Chain: cp.Chain, Seq: cp.Seq, Digest: cp.Digest}
 	}
-	rep, err := s.store.VerifyChain(r.Context(), api.ChainAudit, from)
+	rep, err := s.store.VerifyChain(r.Context(), chain, from)
+	if errors.Is(err, store.ErrNotFound) {
+		writeError(w, errorf(http.StatusBadRequest, api.CodeFieldInvalid, "from names the %s chain; the chains are %s", clip(chain), strings.Join(api.Chains, ", ")))
+		return
+	}
 	if err != nil {
-		s.unavailable(w, r, "verify the audit chain", err)
+		s.unavailable(w, r, "verify the "+chain+" chain", err)
 		return
 	}
 	v := api.ChainVerification{OK: rep.Problem == nil, Rows: rep.Rows, From: chainHead(rep.From), Head: chainHead(rep.Head)}

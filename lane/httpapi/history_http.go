@@ -215,7 +215,7 @@ func instructionRecord(r store.HistoryRow) api.InstructionRecord {
 		RootSessionID: r.RootSessionID, Replica: r.Replica, RemoteAddr: r.RemoteAddr, Kind: r.Kind, Summary: r.Summary,
 		ReceivedAt: api.WireTime(r.ReceivedAt), SettledAt: api.WireTime(r.SettledAt), Outcome: r.Outcome, ExitCode: r.ExitCode,
 		StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes, DataBytes: r.DataBytes,
-		TruncatedStdout: r.TruncatedStdout, TruncatedStderr: r.TruncatedStderr, PrevDigest: r.PrevDigest, Digest: r.Digest,
+		TruncatedStdout: r.TruncatedStdout, TruncatedStderr: r.TruncatedStderr, At: api.WireTime(r.At), PrevDigest: r.PrevDigest, Digest: r.Digest,
 	}
 	if r.DispatchedAt != nil {
 		v.DispatchedAt = api.WireTime(*r.DispatchedAt)

@@ -182,17 +182,18 @@ type Store interface {
 	// mismatch is the report's Problem, not an error; ErrNotFound for a
 	// chain this store does not keep.
 	VerifyChain(ctx context.Context, chain string, from *ChainHead) (ChainReport, error)
-	// RecordHistory appends instruction history rows, all in one
-	// transaction. Each gets the next seq of the table, assigned under the
-	// table's write lock, so a row committed later always has a higher
-	// seq; a row whose instruction has one already is skipped.
+	// RecordHistory appends instruction history rows to the history's hash
+	// chain, all in one transaction. Each gets the next seq, assigned under
+	// the chain's lock, so a row committed later always has a higher seq; a
+	// row whose instruction has one already is skipped.
 	RecordHistory(ctx context.Context, rows ...HistoryRow) error
 	// History returns history rows, in seq order, matching the filter.
 	History(ctx context.Context, f HistoryFilter) ([]HistoryRow, error)
 	// HistoryRow returns the row of one instruction; ErrNotFound if none.
 	HistoryRow(ctx context.Context, instructionID string) (HistoryRow, error)
-	// PruneHistory deletes the rows settled longer than retention ago by
-	// the database clock, and returns how many.
+	// PruneHistory deletes the rows written longer than retention ago by
+	// the database clock, as a prefix of the chain (its anchor moves to the
+	// last one deleted), and returns how many.
 	PruneHistory(ctx context.Context, retention time.Duration) (int64, error)
 
 	// Ping checks that the database answers.
@@ -453,8 +454,10 @@ type HistoryRow struct {
 	DataBytes       int64
 	TruncatedStdout bool
 	TruncatedStderr bool
-	// PrevDigest and Digest are for a hash chain over the rows in Seq
-	// order; "" (NULL) when the row is not chained.
+	// At, PrevDigest and Digest place the row in the history's hash chain
+	// (docs/audit.md): when it was written, by the database clock, and its
+	// links; set by RecordHistory.
+	At         time.Time
 	PrevDigest string
 	Digest     string
 }

@@ -105,57 +105,74 @@ func newAuditVerifyCmd() *cobra.Command {
 	var from string
 	c := &cobra.Command{
 		Use:   "verify [--from CHECKPOINT]",
-		Short: "Recompute the audit trail's hash chain; name the first row that does not match",
+		Short: "Recompute the audit trail's and the instruction history's hash chains; name the first row that does not match",
 		Long: "verify has the lane recompute every row's digest and check that each row follows the one\n" +
-			"before, from --from (a checkpoint `sema audit checkpoint` printed, which the chain must still\n" +
-			"pass through) or from the oldest row kept. It exits 0 printing how many rows it verified up\n" +
-			"to which head, and 1 naming the first row that was edited, removed, added or moved.",
+			"before, in the audit trail's chain and in the instruction history's, from the oldest row kept;\n" +
+			"with --from (a checkpoint `sema audit checkpoint` printed, which the chain must still pass\n" +
+			"through) only that checkpoint's chain, from there. It exits 0 printing, per chain, how many rows\n" +
+			"it verified up to which head, and 1 naming the first row that was edited, removed, added or moved.",
 		Args: cobra.NoArgs,
 		RunE: withKeyClient(&f, func(c *cobra.Command, lc *client.Client, args []string) error {
+			chains := api.Chains
 			if from != "" {
-				if _, err := api.ParseCheckpoint(from); err != nil {
+				cp, err := api.ParseCheckpoint(from)
+				if err != nil {
 					return usageError{fmt.Errorf("--from: %w", err)}
 				}
+				chains = []string{cp.Chain}
 			}
-			v, err := lc.VerifyAudit(c.Context(), from)
-			if err != nil {
-				return err
-			}
-			if f.json {
-				printAnswerJSON(v)
-			}
-			if v.Problem != nil {
-				return fmt.Errorf("the audit trail does not verify: row seq %d: %s", v.Problem.Seq, safetext.String(v.Problem.Why))
-			}
-			if !f.json {
-				fmt.Fprintf(Stdout, "verified %s up to %s\n", words.Count(int(v.Rows), "row", "rows"), safetext.String(v.Head.String()))
+			for _, chain := range chains {
+				v, err := lc.VerifyAudit(c.Context(), chain, from)
+				if err != nil {
+					return err
+				}
+				if f.json {
+					printAnswerJSON(v)
+				}
+				if v.Problem != nil {
+					return fmt.Errorf("the %s does not verify: row seq %d: %s", chainTitle(chain), v.Problem.Seq, safetext.String(v.Problem.Why))
+				}
+				if !f.json {
+					fmt.Fprintf(Stdout, "verified %s of the %s up to %s\n", words.Count(int(v.Rows), "row", "rows"), chainTitle(chain), safetext.String(v.Head.String()))
+				}
 			}
 			return nil
 		}),
 	}
 	addKeyCmdFlags(c, &f)
-	c.Flags().StringVar(&from, "from", "", "a checkpoint (chain:seq:digest) to verify from")
+	c.Flags().StringVar(&from, "from", "", "a checkpoint (chain:seq:digest) to verify its chain from")
 	return c
+}
+
+// chainTitle names a chain for a person.
+func chainTitle(chain string) string {
+	if chain == api.ChainHistory {
+		return "instruction history"
+	}
+	return "audit trail"
 }
 
 func newAuditCheckpointCmd() *cobra.Command {
 	var f keyCmdFlags
 	c := &cobra.Command{
 		Use:   "checkpoint",
-		Short: "Print the audit chain's head, to keep elsewhere and verify from later",
-		Long: "checkpoint prints the head of the audit trail's hash chain as chain:seq:digest. Keep it\n" +
-			"somewhere the lane's database is not: `sema audit verify --from` it later proves that the\n" +
-			"rows up to it were not rewritten and that none were cut off the end since.",
+		Short: "Print the heads of the audit trail's and the instruction history's chains, to keep elsewhere",
+		Long: "checkpoint prints the head of each hash chain (the audit trail's, then the instruction\n" +
+			"history's) as chain:seq:digest, one a line. Keep them somewhere the lane's database is not:\n" +
+			"`sema audit verify --from` one later proves that the rows up to it were not rewritten and that\n" +
+			"none were cut off the end since.",
 		Args: cobra.NoArgs,
 		RunE: withKeyClient(&f, func(c *cobra.Command, lc *client.Client, args []string) error {
-			h, err := lc.AuditCheckpoint(c.Context())
-			switch {
-			case err != nil:
-				return err
-			case f.json:
-				printAnswerJSON(h)
-			default:
-				fmt.Fprintln(Stdout, safetext.String(h.String()))
+			for _, chain := range api.Chains {
+				h, err := lc.AuditCheckpoint(c.Context(), chain)
+				switch {
+				case err != nil:
+					return err
+				case f.json:
+					printAnswerJSON(h)
+				default:
+					fmt.Fprintln(Stdout, safetext.String(h.String()))
+				}
 			}
 			return nil
 		}),

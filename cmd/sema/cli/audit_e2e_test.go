@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	_ "modernc.org/sqlite" // the "sqlite" database/sql driver, to tamper with the registry
 
@@ -16,7 +17,7 @@ import (
 	"github.com/sema-agent/sema/lane/store/sqlite"
 )
 
-var checkpointLine = regexp.MustCompile(`^audit:[0-9]+:[0-9a-f]{64}\n$`)
+var checkpointLines = regexp.MustCompile(`^audit:[0-9]+:[0-9a-f]{64}\nhistory:[0-9]+:[0-9a-f]{64}\n$`)
 
 // exportAudit runs `sema audit export` and reads its lines.
 func exportAudit(t *testing.T, s *laneServer, args ...string) []api.AuditEntry {
@@ -78,14 +79,14 @@ func TestTheAuditTrailIsReadExportedAndVerified(t *testing.T) {
 	}
 
 	cp, errOut, code := s.sema(t, nil, "audit", "checkpoint")
-	if code != 0 || !checkpointLine.MatchString(cp) {
+	if code != 0 || !checkpointLines.MatchString(cp) {
 		t.Fatalf("audit checkpoint: exit %d %q %s", code, cp, errOut)
 	}
 	out, errOut, code = s.sema(t, nil, "audit", "verify")
-	if code != 0 || !regexp.MustCompile(`^verified [0-9]+ rows up to audit:[0-9]+:[0-9a-f]{64}\n$`).MatchString(out) {
+	if code != 0 || !regexp.MustCompile(`^verified [0-9]+ rows? of the audit trail up to audit:[0-9]+:[0-9a-f]{64}\nverified [0-9]+ rows? of the instruction history up to history:[0-9]+:[0-9a-f]{64}\n$`).MatchString(out) {
 		t.Fatalf("audit verify: exit %d %q %s", code, out, errOut)
 	}
-	if out, errOut, code := s.sema(t, nil, "audit", "verify", "--from", strings.TrimSpace(cp)); code != 0 || !strings.HasPrefix(out, "verified ") {
+	if out, errOut, code := s.sema(t, nil, "audit", "verify", "--from", strings.Fields(cp)[0]); code != 0 || !strings.HasPrefix(out, "verified ") || strings.Count(out, "\n") != 1 {
 		t.Fatalf("audit verify --from: exit %d %q %s", code, out, errOut)
 	}
 	if _, errOut, code := s.sema(t, nil, "audit", "verify", "--from", "yesterday"); code != cli.ExitUsage {
@@ -155,4 +156,74 @@ func TestAnAuditRowChangedBySQLFailsVerifyNamingIt(t *testing.T) {
 			}
 		})
 	}
+}
+
+// An instruction history row edited by SQL on the SQLite registry fails
+// `sema audit verify`, which names the history's row.
+func TestAHistoryRowChangedBySQLFailsVerifyNamingIt(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	_, deviceID := enroll(t, s, t.TempDir()) // never served: its instructions settle at once, never started
+	for range 3 {
+		s.sema(t, nil, "run", "--device", deviceID, "--", "make deploy")
+	}
+	waitFor(t, "three history rows", func() bool {
+		out, _, _ := s.sema(t, nil, "history", "--json")
+		return strings.Count(out, `"instructionId"`) == 3
+	})
+	// The rows recompute from their JSON fields alone (docs/audit.md).
+	out, _, _ := s.sema(t, nil, "history", "--json")
+	prev := api.ChainGenesis
+	for i, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var r api.InstructionRecord
+		if err := json.Unmarshal([]byte(line), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.PrevDigest != prev || api.ChainDigest(prev, api.HistoryCanonical(r.Seq, wireMs(t, r.At), historyFields(t, r))) != r.Digest {
+			t.Fatalf("history row %d does not recompute or does not follow: %s", i+1, line)
+		}
+		prev = r.Digest
+	}
+	db, err := sql.Open("sqlite", "file:"+filepath.Join(s.data, sqlite.FileName)+"?_pragma=busy_timeout(10000)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(t.Context(), `UPDATE history SET summary = 'make test' WHERE seq = 2`); err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := s.sema(t, nil, "audit", "verify")
+	if code != cli.ExitFailure || !strings.Contains(errOut, "the instruction history does not verify: row seq 2: ") {
+		t.Fatalf("verify after a history row was edited: exit %d %q %s", code, out, errOut)
+	}
+}
+
+// wireMs is a wire time in Unix milliseconds.
+func wireMs(t *testing.T, s string) int64 {
+	t.Helper()
+	at, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		t.Fatalf("a wire time %q: %v", s, err)
+	}
+	return at.UnixMilli()
+}
+
+// historyFields are the chained fields of a history row as the API gives it.
+func historyFields(t *testing.T, r api.InstructionRecord) api.InstructionRecordFields {
+	t.Helper()
+	f := api.InstructionRecordFields{
+		InstructionID: r.InstructionID, IdentityID: r.IdentityID, APIKeyID: r.APIKeyID, DeviceID: r.DeviceID,
+		RootSessionID: r.RootSessionID, Replica: r.Replica, RemoteAddr: r.RemoteAddr, Kind: r.Kind, Summary: r.Summary,
+		Outcome: r.Outcome, ReceivedMs: wireMs(t, r.ReceivedAt), SettledMs: wireMs(t, r.SettledAt),
+		StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes, DataBytes: r.DataBytes,
+		TruncatedStdout: r.TruncatedStdout, TruncatedStderr: r.TruncatedStderr,
+	}
+	if r.DispatchedAt != "" {
+		ms := wireMs(t, r.DispatchedAt)
+		f.DispatchedMs = &ms
+	}
+	if r.ExitCode != nil {
+		code := int64(*r.ExitCode)
+		f.ExitCode = &code
+	}
+	return f
 }

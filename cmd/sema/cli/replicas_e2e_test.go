@@ -259,7 +259,13 @@ func TestThreeReplicasBehindALoadBalancer(t *testing.T) {
 			}
 		}
 	}
-	// An MCP client on one replica reaches a device another holds.
+	// The replicas wrote one history chain and one audit chain between
+	// them, which verify through any replica.
+	if out, errOut, code := reps[1].sema(t, nil, "audit", "verify"); code != 0 || strings.Count(out, "verified ") != 2 {
+		t.Fatalf("audit verify through replica 1: exit %d %q %s", code, out, errOut)
+	}
+	// An MCP client on one replica reaches a device another holds; the
+	// history names the MCP client's own address, not the lane's.
 	cs, err := mcpHTTP(t, reps[2], reps[0].key, "?device="+ids[0])
 	if err != nil {
 		t.Fatal(err)
@@ -269,6 +275,17 @@ func TestThreeReplicasBehindALoadBalancer(t *testing.T) {
 	if res.ExitCode != 0 || res.Stdout != "ok\n" || res.DeviceID != ids[0] {
 		t.Fatalf("run_command through another replica: %+v", res)
 	}
+	waitFor(t, "the MCP call in the history", func() bool {
+		for _, r := range historyRows(t, reps[0]) {
+			if strings.HasPrefix(r.Summary, "echo mcp") {
+				if r.RemoteAddr != "127.0.0.1" {
+					t.Fatalf("the MCP call's history row names %q as its caller; want the client's 127.0.0.1", r.RemoteAddr)
+				}
+				return true
+			}
+		}
+		return false
+	})
 
 	// Replica 1 forwards a long instruction to replica 0, which is killed.
 	inflight := startProc(t, reps[1].env(t), nil, "run", "--device", ids[0], "--", "echo inflight >> "+books[0]+"; exec sleep 61.7")

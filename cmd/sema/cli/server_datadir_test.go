@@ -93,7 +93,7 @@ func TestAuditRetentionKeepsTheFirstStartsRecord(t *testing.T) {
 }
 
 // --history-retention prunes the instruction history by the database
-// clock, at start; the history flags are checked before the server starts.
+// clock (a row's age is the chain's time, when it was written), at start; the history flags are checked before the server starts.
 func TestHistoryRetentionPrunesAndItsFlagsAreChecked(t *testing.T) {
 	data := t.TempDir()
 	st, err := sqlite.Open(t.Context(), data)
@@ -106,6 +106,10 @@ func TestHistoryRetentionPrunesAndItsFlagsAreChecked(t *testing.T) {
 		return store.HistoryRow{InstructionID: id, DeviceID: "dev_A", Kind: "exec", Summary: "true", ReceivedAt: settled, SettledAt: settled, Outcome: "ok"}
 	}
 	if err := st.RecordHistory(t.Context(), row("ins_old", now.Add(-48*time.Hour)), row("ins_recent", now.Add(-time.Hour))); err != nil {
+		t.Fatal(err)
+	}
+	// Rows age by the chain's time, when they were written (docs/audit.md).
+	if _, err := st.DB().ExecContext(t.Context(), `UPDATE history SET at_ms = at_ms - ? WHERE instruction_id = 'ins_old'`, (48 * time.Hour).Milliseconds()); err != nil {
 		t.Fatal(err)
 	}
 	s := startServer(t, data, "--history-retention", "24h")

@@ -29,7 +29,6 @@ var Dialect = sqlstore.Dialect{
 	Now:           "(EXTRACT(EPOCH FROM clock_timestamp()) * 1000)::BIGINT",
 	Placeholder:   func(n int) string { return "$" + strconv.Itoa(n) },
 	ForUpdate:     " FOR UPDATE",
-	LockTable:     "LOCK TABLE %s IN SHARE ROW EXCLUSIVE MODE",
 	MigrationLock: fmt.Sprintf("SELECT pg_advisory_xact_lock(%d)", migrationLockKey),
 }
 

@@ -68,7 +68,8 @@ type chainLink struct {
 
 // chains are the chains ChainHead and VerifyChain know, by name.
 var chains = map[string]chainEntry{
-	api.ChainAudit: entry(auditChain),
+	api.ChainAudit:   entry(auditChain),
+	api.ChainHistory: entry(historyChain),
 }
 
 // chainEntry is a Chain with its row type put away.

@@ -5,60 +5,132 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/store"
 )
 
 // historyColumns are the history table's columns, in the order rows are
-// written and read.
+// read.
 const historyColumns = `seq, instruction_id, identity_id, api_key_id, device_id, root_session_id, replica, remote_addr,
 	kind, summary, received_ms, dispatched_ms, settled_ms, outcome, exit_code,
-	stdout_bytes, stderr_bytes, data_bytes, truncated_stdout, truncated_stderr, prev_digest, digest`
+	stdout_bytes, stderr_bytes, data_bytes, truncated_stdout, truncated_stderr, at_ms, prev_digest, digest`
 
-// historyRowsPerStatement bounds one multi-row INSERT: 22 parameters a row
-// stays far below both backends' parameter limits.
-const historyRowsPerStatement = 128
+// historyChain is the instruction history's hash chain
+// (api.HistoryCanonical).
+var historyChain = Chain[store.HistoryRow]{
+	Name:  api.ChainHistory,
+	Table: "history",
+	Columns: []string{"instruction_id", "identity_id", "api_key_id", "device_id", "root_session_id", "replica", "remote_addr",
+		"kind", "summary", "received_ms", "dispatched_ms", "settled_ms", "outcome", "exit_code",
+		"stdout_bytes", "stderr_bytes", "data_bytes", "truncated_stdout", "truncated_stderr"},
+	Values: func(r store.HistoryRow) []any {
+		return []any{r.InstructionID, nullString(r.IdentityID), nullString(r.APIKeyID), r.DeviceID,
+			nullString(r.RootSessionID), nullString(r.Replica), nullString(r.RemoteAddr), r.Kind, r.Summary,
+			r.ReceivedAt.UnixMilli(), nullMs(r.DispatchedAt), r.SettledAt.UnixMilli(), r.Outcome, nullInt(r.ExitCode),
+			r.StdoutBytes, r.StderrBytes, r.DataBytes, r.TruncatedStdout, r.TruncatedStderr}
+	},
+	Scan: func(rows *sql.Rows, head []any) (store.HistoryRow, error) {
+		var (
+			r                                       store.HistoryRow
+			identity, key, session, replica, remote sql.NullString
+			received, settled                       int64
+			dispatched, exit                        sql.NullInt64
+		)
+		err := rows.Scan(append(head, &r.InstructionID, &identity, &key, &r.DeviceID, &session, &replica, &remote,
+			&r.Kind, &r.Summary, &received, &dispatched, &settled, &r.Outcome, &exit,
+			&r.StdoutBytes, &r.StderrBytes, &r.DataBytes, &r.TruncatedStdout, &r.TruncatedStderr)...)
+		r.IdentityID, r.APIKeyID, r.RootSessionID, r.Replica, r.RemoteAddr = identity.String, key.String, session.String, replica.String, remote.String
+		r.ReceivedAt, r.DispatchedAt, r.SettledAt = msTime(received), nullMsTime(dispatched), msTime(settled)
+		if exit.Valid {
+			code := int(exit.Int64)
+			r.ExitCode = &code
+		}
+		return r, err
+	},
+	Canonical: func(seq, atMs int64, r store.HistoryRow) []byte {
+		return api.HistoryCanonical(seq, atMs, historyFields(r))
+	},
+}
 
-// RecordHistory appends history rows in one transaction. The table's write
-// lock is taken first, and each row gets the next seq after the highest
-// committed: so seq order is commit order, on every backend and with any
-// number of replicas writing.
+// historyFields are the fields of r its digest covers, at the precision
+// the table keeps (milliseconds).
+func historyFields(r store.HistoryRow) api.InstructionRecordFields {
+	f := api.InstructionRecordFields{
+		InstructionID: r.InstructionID, IdentityID: r.IdentityID, APIKeyID: r.APIKeyID, DeviceID: r.DeviceID,
+		RootSessionID: r.RootSessionID, Replica: r.Replica, RemoteAddr: r.RemoteAddr, Kind: r.Kind, Summary: r.Summary,
+		Outcome: r.Outcome, ReceivedMs: r.ReceivedAt.UnixMilli(), SettledMs: r.SettledAt.UnixMilli(),
+		StdoutBytes: r.StdoutBytes, StderrBytes: r.StderrBytes, DataBytes: r.DataBytes,
+		TruncatedStdout: r.TruncatedStdout, TruncatedStderr: r.TruncatedStderr,
+	}
+	if r.DispatchedAt != nil {
+		ms := r.DispatchedAt.UnixMilli()
+		f.DispatchedMs = &ms
+	}
+	if r.ExitCode != nil {
+		code := int64(*r.ExitCode)
+		f.ExitCode = &code
+	}
+	return f
+}
+
+// RecordHistory appends history rows to the history chain in one
+// transaction: under the chain's lock each gets the next seq, so seq order
+// is commit order, on every backend and with any number of replicas
+// writing. A row whose instruction has one already (a batch written again
+// after a failure that had committed) is left out: a chain's rows are all
+// new.
 func (s *Store) RecordHistory(ctx context.Context, rows ...store.HistoryRow) error {
 	if len(rows) == 0 {
 		return nil
 	}
 	return s.inTx(ctx, func(tx *sql.Tx) error {
-		if s.d.LockTable != "" {
-			if _, err := tx.ExecContext(ctx, fmt.Sprintf(s.d.LockTable, "history")); err != nil {
-				return s.wrap("lock history", err)
-			}
+		fresh, err := s.newHistoryRows(ctx, tx, rows)
+		if err != nil || len(fresh) == 0 {
+			return err
 		}
-		var seq int64
-		if err := tx.QueryRowContext(ctx, `SELECT COALESCE(MAX(seq), 0) FROM history`).Scan(&seq); err != nil {
-			return s.wrap("read history seq", err)
-		}
-		for len(rows) > 0 {
-			chunk := rows[:min(len(rows), historyRowsPerStatement)]
-			rows = rows[len(chunk):]
-			values := strings.TrimSuffix(strings.Repeat("(?"+strings.Repeat(", ?", 21)+"), ", len(chunk)), ", ")
-			args := make([]any, 0, 22*len(chunk))
-			for _, r := range chunk {
-				seq++
-				args = append(args, seq, r.InstructionID, nullString(r.IdentityID), nullString(r.APIKeyID), r.DeviceID,
-					nullString(r.RootSessionID), nullString(r.Replica), nullString(r.RemoteAddr), r.Kind, r.Summary,
-					r.ReceivedAt.UnixMilli(), nullMs(r.DispatchedAt), r.SettledAt.UnixMilli(), r.Outcome, nullInt(r.ExitCode),
-					r.StdoutBytes, r.StderrBytes, r.DataBytes, r.TruncatedStdout, r.TruncatedStderr,
-					nullString(r.PrevDigest), nullString(r.Digest))
-			}
-			query := `INSERT INTO history (` + historyColumns + `) VALUES ` + values + ` ON CONFLICT (instruction_id) DO NOTHING`
-			if _, err := tx.ExecContext(ctx, s.sql(query), args...); err != nil {
-				return s.wrap("record history", err)
-			}
-		}
-		return nil
+		_, err = appendChain(ctx, s, tx, historyChain, fresh)
+		return err
 	})
+}
+
+// newHistoryRows are the rows whose instruction has no row yet, each once.
+func (s *Store) newHistoryRows(ctx context.Context, tx *sql.Tx, rows []store.HistoryRow) ([]store.HistoryRow, error) {
+	seen := make(map[string]bool, len(rows))
+	for chunk := range slices.Chunk(rows, 500) {
+		ids := make([]any, len(chunk))
+		for i, r := range chunk {
+			ids[i] = r.InstructionID
+		}
+		query := `SELECT instruction_id FROM history WHERE instruction_id IN (?` + strings.Repeat(", ?", len(ids)-1) + `)`
+		found, err := tx.QueryContext(ctx, s.q(query), ids...)
+		if err != nil {
+			return nil, s.wrap("record history", err)
+		}
+		for found.Next() {
+			var id string
+			if err := found.Scan(&id); err != nil {
+				found.Close()
+				return nil, s.wrap("record history", err)
+			}
+			seen[id] = true
+		}
+		found.Close()
+		if err := found.Err(); err != nil {
+			return nil, s.wrap("record history", err)
+		}
+	}
+	fresh := rows[:0:0]
+	for _, r := range rows {
+		if !seen[r.InstructionID] {
+			seen[r.InstructionID] = true
+			fresh = append(fresh, r)
+		}
+	}
+	return fresh, nil
 }
 
 // History returns history rows in seq order.
@@ -123,17 +195,17 @@ func scanHistory(scan func(...any) error) (store.HistoryRow, error) {
 	var (
 		r                                                     store.HistoryRow
 		identity, key, session, replica, remote, prev, digest sql.NullString
-		received, settled                                     int64
+		received, settled, at                                 int64
 		dispatched, exit                                      sql.NullInt64
 	)
 	err := scan(&r.Seq, &r.InstructionID, &identity, &key, &r.DeviceID, &session, &replica, &remote,
 		&r.Kind, &r.Summary, &received, &dispatched, &settled, &r.Outcome, &exit,
-		&r.StdoutBytes, &r.StderrBytes, &r.DataBytes, &r.TruncatedStdout, &r.TruncatedStderr, &prev, &digest)
+		&r.StdoutBytes, &r.StderrBytes, &r.DataBytes, &r.TruncatedStdout, &r.TruncatedStderr, &at, &prev, &digest)
 	if err != nil {
 		return r, err
 	}
 	r.IdentityID, r.APIKeyID, r.RootSessionID, r.Replica, r.RemoteAddr = identity.String, key.String, session.String, replica.String, remote.String
-	r.PrevDigest, r.Digest = prev.String, digest.String
+	r.At, r.PrevDigest, r.Digest = msTime(at), prev.String, digest.String
 	r.ReceivedAt, r.DispatchedAt, r.SettledAt = msTime(received), nullMsTime(dispatched), msTime(settled)
 	if exit.Valid {
 		code := int(exit.Int64)
@@ -142,18 +214,20 @@ func scanHistory(scan func(...any) error) (store.HistoryRow, error) {
 	return r, nil
 }
 
-// PruneHistory deletes the rows settled longer than retention ago, by the
-// database clock.
+// PruneHistory deletes the rows older than retention by the database
+// clock, as a prefix of the chain: the last one pruned becomes the chain's
+// anchor, so it stays verifiable from the oldest row kept.
 func (s *Store) PruneHistory(ctx context.Context, retention time.Duration) (int64, error) {
 	if retention <= 0 {
 		return 0, fmt.Errorf("%s: prune history: the retention %v is not positive", s.d.Name, retention)
 	}
-	res, err := s.db.ExecContext(ctx, s.sql(`DELETE FROM history WHERE settled_ms < NOW - ?`), retention.Milliseconds())
-	if err != nil {
-		return 0, s.wrap("prune history", err)
-	}
-	n, err := res.RowsAffected()
-	return n, s.wrap("prune history", err)
+	var n int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		n, err = pruneChain(ctx, s, tx, historyChain, retention, "")
+		return err
+	})
+	return n, err
 }
 
 func nullMs(t *time.Time) sql.NullInt64 {

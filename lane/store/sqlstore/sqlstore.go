@@ -32,11 +32,6 @@ type Dialect struct {
 	// ("" where transactions already take the write lock, as SQLite's
 	// BEGIN IMMEDIATE does).
 	ForUpdate string
-	// LockTable, when not "", is a statement with one %s for a table's
-	// name that takes a lock on the table which one writer at a time holds
-	// until commit, readers unhindered ("" where transactions already take
-	// the write lock).
-	LockTable string
 	// MigrationLock, when not "", is run first in the migration transaction
 	// so that two processes never migrate at once.
 	MigrationLock string

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/store"
 )
 
@@ -23,8 +24,8 @@ func historyRow(i int, identity, device string) store.HistoryRow {
 	}
 }
 
-// A row reads back as it was written, with its seq, and the chain's
-// columns NULL until a chain fills them.
+// A row reads back as it was written, with its seq and its links in the
+// history's hash chain, which verifies; an edit to a row by SQL is named.
 func testHistoryRowsReadBackAsWritten(t *testing.T, s Backend) {
 	full := historyRow(1, "idn_a", "dev_A")
 	bare := store.HistoryRow{InstructionID: "ins_bare", DeviceID: "dev_A", Kind: "readFile", Summary: "/etc/hosts",
@@ -32,19 +33,26 @@ func testHistoryRowsReadBackAsWritten(t *testing.T, s Backend) {
 	if err := s.RecordHistory(ctx(t), full, bare); err != nil {
 		t.Fatal(err)
 	}
+	prev := api.ChainGenesis
 	for i, want := range []store.HistoryRow{full, bare} {
 		got, err := s.HistoryRow(ctx(t), want.InstructionID)
-		want.Seq = int64(i + 1)
-		if err != nil || !reflect.DeepEqual(got, want) {
+		want.Seq, want.At, want.PrevDigest, want.Digest = int64(i+1), got.At, prev, got.Digest
+		if err != nil || !reflect.DeepEqual(got, want) || !api.ValidChainDigest(got.Digest) || got.At.IsZero() {
 			t.Errorf("HistoryRow(%s) = %+v, %v\nwant %+v", want.InstructionID, got, err, want)
 		}
+		prev = got.Digest
 	}
 	if _, err := s.HistoryRow(ctx(t), "ins_none"); err != store.ErrNotFound {
 		t.Errorf("an unknown instruction: %v, want ErrNotFound", err)
 	}
-	var nulls int
-	if err := s.DB().QueryRowContext(ctx(t), `SELECT count(*) FROM history WHERE prev_digest IS NULL AND digest IS NULL`).Scan(&nulls); err != nil || nulls != 2 {
-		t.Errorf("%d rows with NULL digests (%v), want 2", nulls, err)
+	if rep, err := s.VerifyChain(ctx(t), api.ChainHistory, nil); err != nil || rep.Problem != nil || rep.Rows != 2 {
+		t.Fatalf("the history chain: %+v, %v; want 2 rows verified", rep, err)
+	}
+	if _, err := s.DB().ExecContext(ctx(t), `UPDATE history SET summary = 'echo harmless' WHERE seq = 1`); err != nil {
+		t.Fatal(err)
+	}
+	if rep, err := s.VerifyChain(ctx(t), api.ChainHistory, nil); err != nil || rep.Problem == nil || rep.Problem.Seq != 1 {
+		t.Fatalf("an edited history row: %+v, %v; want row seq 1 named", rep, err)
 	}
 }
 
@@ -113,6 +121,9 @@ func testHistorySeqIsOneOrderAcrossWriters(t *testing.T, s Backend) {
 		if r.Seq != int64(i+1) {
 			t.Fatalf("row %d has seq %d: seq is not one gapless order", i, r.Seq)
 		}
+	}
+	if rep, err := s.VerifyChain(ctx(t), api.ChainHistory, nil); err != nil || rep.Problem != nil || rep.Rows != int64(len(seen)) {
+		t.Fatalf("the history chain after concurrent writers: %+v, %v; want one chain of %d rows", rep, err, len(seen))
 	}
 }
 
@@ -190,16 +201,14 @@ func testHistoryWrites10000RowsInOneCall(t *testing.T, s Backend) {
 	}
 }
 
-// Pruning goes by settled_ms against the database clock.
+// Pruning goes by the chain's time (when the row was written) against the
+// database clock, as a prefix of the chain, which still verifies.
 func testPruneHistoryByTheDatabaseClock(t *testing.T, s Backend) {
-	var now int64
-	if err := s.DB().QueryRowContext(ctx(t), `SELECT MAX(applied_ms) FROM schema_migrations`).Scan(&now); err != nil {
+	old, recent := historyRow(1, "idn_a", "dev_A"), historyRow(2, "idn_a", "dev_A")
+	if err := s.RecordHistory(ctx(t), old, recent); err != nil {
 		t.Fatal(err)
 	}
-	base := time.UnixMilli(now).UTC()
-	old, recent := historyRow(1, "idn_a", "dev_A"), historyRow(2, "idn_a", "dev_A")
-	old.SettledAt, recent.SettledAt = base.Add(-2*time.Hour), base.Add(-30*time.Minute)
-	if err := s.RecordHistory(ctx(t), old, recent); err != nil {
+	if _, err := s.DB().ExecContext(ctx(t), `UPDATE history SET at_ms = at_ms - 7200000 WHERE instruction_id = '`+old.InstructionID+`'`); err != nil {
 		t.Fatal(err)
 	}
 	n, err := s.PruneHistory(ctx(t), time.Hour)
@@ -208,6 +217,9 @@ func testPruneHistoryByTheDatabaseClock(t *testing.T, s Backend) {
 	}
 	if _, err := s.HistoryRow(ctx(t), recent.InstructionID); err != nil {
 		t.Fatalf("the recent row: %v", err)
+	}
+	if rep, err := s.VerifyChain(ctx(t), api.ChainHistory, nil); err != nil || rep.Problem != nil || rep.Rows != 1 {
+		t.Fatalf("the chain after pruning: %+v, %v; want the kept row verified", rep, err)
 	}
 	if _, err := s.PruneHistory(ctx(t), 0); err == nil {
 		t.Fatal("a zero retention was accepted")

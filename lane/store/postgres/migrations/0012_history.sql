@@ -1,10 +1,10 @@
 -- The instruction history: one row per instruction the lane settled, written
 -- by the replica that held the device's connection. Never a file's content
 -- or a command's output: the summary is the command (or its digest), paths
--- and byte counts. seq orders the rows; it is assigned in the writing
--- transaction under the table's write lock, so a row committed later always
--- has a higher seq (a reader following seq misses none). prev_digest and
--- digest are left NULL here, for a hash chain over the rows in seq order.
+-- and byte counts. The rows are a hash chain (docs/audit.md, "The chain"):
+-- seq, at_ms, prev_digest and digest are assigned in the writing
+-- transaction under the chain's lock, so a row committed later always has a
+-- higher seq (a reader following seq misses none).
 CREATE TABLE history (
 	seq              BIGINT PRIMARY KEY,
 	instruction_id   TEXT NOT NULL UNIQUE,
@@ -26,6 +26,7 @@ CREATE TABLE history (
 	data_bytes       BIGINT NOT NULL DEFAULT 0,
 	truncated_stdout BOOLEAN NOT NULL DEFAULT FALSE,
 	truncated_stderr BOOLEAN NOT NULL DEFAULT FALSE,
+	at_ms            BIGINT NOT NULL,
 	prev_digest      TEXT,
 	digest           TEXT
 );
