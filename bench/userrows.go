@@ -90,7 +90,7 @@ func (e *Env) httpRun(read func(body string) (int64, error)) Result {
 	if err == nil && n != e.Size {
 		lane.Err = fmt.Errorf("wrong result: %d bytes of stdout, not %d", n, e.Size)
 	}
-	lane.CPU = fmt.Sprintf("client %s, server %s, device %s", secs(SelfCPU()-self), secs(TreeCPU(e.U.ServerPID())-srv), secs(TreeCPU(e.U.ServePID())-dev))
+	lane.CPU = CPU{{"client", SelfCPU() - self}, {"server", TreeCPU(e.U.ServerPID()) - srv}, {"device", TreeCPU(e.U.ServePID()) - dev}}
 	return lane
 }
 

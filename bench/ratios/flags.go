@@ -18,6 +18,7 @@ type config struct {
 	inprocess bool     // the in-process pairs too (-inprocess)
 	markdown  bool     // tables as markdown (-markdown)
 	trips     int      // round trips of the exec true row (-trips)
+	tls       []bool   // the lanes the rows run on (-tls): plain HTTP, HTTPS, in this order
 }
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
@@ -29,6 +30,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	inproc := fs.Bool("inprocess", true, "also run the in-process pairs (lane and executor in this process, through Call.Next)")
 	md := fs.Bool("markdown", false, "print the tables as markdown, for the README")
 	trips := fs.Int("trips", 300, "round trips of the exec true row")
+	tlsFlag := fs.String("tls", "both", "the lane the rows run on: off (http:// and ws://), on (--tls-cert/--tls-key: https:// and wss://), or both")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
@@ -45,6 +47,16 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	}
 	if c.trips < 1 {
 		return config{}, fmt.Errorf("-trips %d: at least 1", c.trips)
+	}
+	switch *tlsFlag {
+	case "both":
+		c.tls = []bool{false, true}
+	case "on":
+		c.tls = []bool{true}
+	case "off":
+		c.tls = []bool{false}
+	default:
+		return config{}, fmt.Errorf("-tls %q: off, on or both", *tlsFlag)
 	}
 	if c.rows, err = parseRows(*rows); err != nil {
 		return config{}, fmt.Errorf("-rows: %v", err)
