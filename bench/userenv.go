@@ -42,9 +42,9 @@ func NewEnv(u *UserPath, s *SSH, size int64, trips int) *Env {
 type Result struct {
 	Time, P99 time.Duration // P99 for round trips
 	Err       error
-	CPU       CPU    // where the CPU time went, by process
-	RSSIdle   int64  // the sema server's VmRSS before, when sampled
-	RSSPeak   int64  // and its peak during the run
+	CPU       CPU   // where the CPU time went, by process
+	RSSIdle   int64 // the sema server's VmRSS before, when sampled
+	RSSPeak   int64 // and its peak during the run
 }
 
 // Measure is one run of a row: the lane through the user's path and its

@@ -30,13 +30,13 @@ type UserPath struct {
 	// CertFile is the server's self-signed certificate when it serves
 	// HTTPS (StartUserPathTLS), which the executor, the CLI and the
 	// runner's HTTP clients trust; "": plain HTTP.
-	CertFile  string
-	keyFile   string
-	http      *http.Client // online's
-	dir       string
-	server    *exec.Cmd
-	serve     *exec.Cmd
-	replicas  []*Replica
+	CertFile string
+	keyFile  string
+	http     *http.Client // online's
+	dir      string
+	server   *exec.Cmd
+	serve    *exec.Cmd
+	replicas []*Replica
 }
 
 // Replica is one more `sema server` on the same PostgreSQL registry as
