@@ -17,7 +17,7 @@ func TestParseFlagsDefaults(t *testing.T) {
 	if !slices.Equal(c.tls, []bool{false, true}) {
 		t.Fatalf("-tls defaults to both lanes, plain first: %v", c.tls)
 	}
-	if c.size != 1<<30 || c.rounds != 1 || !c.inprocess || c.markdown || c.trips != 300 || !slices.Equal(c.rows, []string{"1", "2", "2b", "3", "4", "5", "6", "6b"}) {
+	if c.size != 1<<30 || c.rounds != 1 || !c.inprocess || c.markdown || c.trips != 300 || !slices.Equal(c.rows, []string{"1", "2", "2b", "2r", "3", "4", "5", "6", "6b"}) {
 		t.Fatalf("defaults: %+v", c)
 	}
 }
