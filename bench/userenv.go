@@ -22,6 +22,9 @@ type Env struct {
 	Size  int64
 	Trips int // round trips of the exec true row
 	HTTP  *http.Client
+	// HTTP1 is HTTP with HTTP/1.1 only, as the sema CLI's client speaks
+	// it over TLS too (row 2r).
+	HTTP1 *http.Client
 	// made on first use: the random source file and its digest
 	src    string
 	srcSum [sha256.Size]byte
@@ -32,6 +35,9 @@ type Env struct {
 // NewEnv is an Env with a keep-alive HTTP client.
 func NewEnv(u *UserPath, s *SSH, size int64, trips int) *Env {
 	e := &Env{U: u, SSH: s, Size: size, Trips: trips, HTTP: &http.Client{Transport: u.Transport()}}
+	h1 := u.Transport()
+	h1.ForceAttemptHTTP2 = false
+	e.HTTP1 = &http.Client{Transport: h1}
 	if s != nil {
 		e.master = s.MasterPID()
 	}

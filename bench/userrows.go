@@ -105,11 +105,11 @@ func httpRawStdout(ctx context.Context, e *Env) Measure {
 }
 
 // Row 2r: the same stream asked for as the raw stream, output as its
-// bytes (docs/api.md), as the sema CLI asks for it.
+// bytes (docs/api.md), over HTTP/1.1, as the sema CLI asks for it.
 func httpRawStream(ctx context.Context, e *Env) Measure {
 	ctx, cancel := within(ctx)
 	defer cancel()
-	lane := e.httpRun(func(body string) (int64, error) { return instructRawStream(ctx, e.HTTP, e.U, body) })
+	lane := e.httpRun(func(body string) (int64, error) { return instructRawStream(ctx, e.HTTP1, e.U, body) })
 	return Measure{Lane: lane, Base: e.sshOr(e.sshHead), Note: "bytes counted from the raw stream's stdout frames"}
 }
 
