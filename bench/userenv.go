@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
@@ -37,6 +38,7 @@ func NewEnv(u *UserPath, s *SSH, size int64, trips int) *Env {
 	e := &Env{U: u, SSH: s, Size: size, Trips: trips, HTTP: &http.Client{Transport: u.Transport()}}
 	h1 := u.Transport()
 	h1.ForceAttemptHTTP2 = false
+	h1.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
 	e.HTTP1 = &http.Client{Transport: h1}
 	if s != nil {
 		e.master = s.MasterPID()

@@ -80,6 +80,10 @@ func StartUserPathTLS(ctx context.Context) (*UserPath, error) {
 	return startUserPath(ctx, "", "", true)
 }
 
+// ExtraServerFlags are flags every `sema server` started after they are
+// set is given (bench/ratios -server-flag), to measure a setting.
+var ExtraServerFlags []string
+
 // StartUserPathTagged is StartUserPath with sema built with the build tags
 // tags (bench/stages: semaprobe).
 func StartUserPathTagged(ctx context.Context, tags string) (*UserPath, error) {
@@ -169,6 +173,7 @@ func (u *UserPath) startLane(name, data string, first bool) (cmd *exec.Cmd, url,
 	if u.CertFile != "" {
 		args = append(args, "--tls-cert", u.CertFile, "--tls-key", u.keyFile)
 	}
+	args = append(args, ExtraServerFlags...)
 	cmd, logPath, err := u.startChild(name, env, args...)
 	if err != nil {
 		return nil, "", "", err

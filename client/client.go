@@ -7,12 +7,14 @@ package client
 import (
 	"bytes"
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -62,9 +64,18 @@ func New(baseURL, apiKey string, opts ...Option) (*Client, error) {
 // moved output about a quarter faster so, with less CPU in all three
 // processes (docs/performance.md). Concurrent requests take connections
 // of their own.
+//
+// A clone of http.DefaultTransport once it has been used carries its
+// HTTP/2 settings (the "h2" protocol offered in the TLS handshake), so
+// they are taken out again; an empty TLSNextProto is net/http's documented
+// way to turn HTTP/2 off.
 func newTransport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.ForceAttemptHTTP2 = false
+	t.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	if t.TLSClientConfig != nil {
+		t.TLSClientConfig.NextProtos = slices.DeleteFunc(slices.Clone(t.TLSClientConfig.NextProtos), func(p string) bool { return p == "h2" })
+	}
 	return t
 }
 

@@ -19,7 +19,14 @@ type config struct {
 	markdown  bool     // tables as markdown (-markdown)
 	trips     int      // round trips of the exec true row (-trips)
 	tls       []bool   // the lanes the rows run on (-tls): plain HTTP, HTTPS, in this order
+	server    []string // more flags for `sema server` (-server-flag, repeated)
 }
+
+// repeated is a flag that may be given more than once.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, " ") }
+func (r *repeated) Set(s string) error { *r = append(*r, s); return nil }
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs := flag.NewFlagSet("ratios", flag.ContinueOnError)
@@ -30,6 +37,8 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	inproc := fs.Bool("inprocess", true, "also run the in-process pairs (lane and executor in this process, through Call.Next)")
 	md := fs.Bool("markdown", false, "print the tables as markdown, for the README")
 	trips := fs.Int("trips", 300, "round trips of the exec true row")
+	var server repeated
+	fs.Var(&server, "server-flag", "one more flag for `sema server`, e.g. -server-flag=--payload-part-bytes=524288 (repeat for more)")
 	tlsFlag := fs.String("tls", "both", "the lane the rows run on: off (http:// and ws://), on (--tls-cert/--tls-key: https:// and wss://), or both")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
@@ -37,7 +46,7 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
 	}
-	c := config{rounds: *rounds, inprocess: *inproc, markdown: *md, trips: *trips}
+	c := config{rounds: *rounds, inprocess: *inproc, markdown: *md, trips: *trips, server: server}
 	var err error
 	if c.size, err = bench.ParseSize(*size); err != nil {
 		return config{}, fmt.Errorf("-size: %v", err)

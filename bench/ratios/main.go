@@ -69,6 +69,7 @@ func run(ctx context.Context, c config) int {
 }
 
 func userPath(ctx context.Context, c config, ssh *bench.SSH) int {
+	bench.ExtraServerFlags = c.server
 	var envs []*bench.Env
 	for _, tls := range c.tls {
 		start, how := bench.StartUserPath, "plain HTTP"

@@ -38,6 +38,9 @@ func TestParseFlags(t *testing.T) {
 			t.Errorf("-tls %s: %v, %v", flag, c.tls, err)
 		}
 	}
+	if c, err := parseFlags([]string{"-server-flag=--a=1", "-server-flag", "--b"}, io.Discard); err != nil || !slices.Equal(c.server, []string{"--a=1", "--b"}) {
+		t.Errorf("-server-flag: %v, %v", c.server, err)
+	}
 	for _, bad := range [][]string{{"-tls", "yes"}, {"-size", "0"}, {"-size", "1.5G"}, {"-size", "12X"}, {"-rounds", "0"}, {"-rows", "1,9"}, {"-rows", ""}, {"-trips", "0"}, {"extra"}, {"-nope"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%q: accepted", bad)
