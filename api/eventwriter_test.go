@@ -88,20 +88,26 @@ func TestEventLinesAreWhatEncodingJSONWrote(t *testing.T) {
 	}
 }
 
-// The device lines read back as what was written: the presence, and the
-// grace in whole milliseconds while disconnected.
-func TestDeviceLinesReadBack(t *testing.T) {
-	var b []byte
-	b = AppendDeviceLine(b, false, 90*time.Second)
-	b = AppendDeviceLine(b, true, 0)
-	r := NewEventReader(bytes.NewReader(b))
-	for _, want := range []Event{
-		{Event: EventDevice, Presence: PresenceDisconnected, GraceMs: 90000},
-		{Event: EventDevice, Presence: PresenceConnected},
-	} {
-		got, err := r.Next()
-		if err != nil || got.Event != want.Event || got.Presence != want.Presence || got.GraceMs != want.GraceMs {
-			t.Fatalf("read %+v, %v; want %+v", got, err, want)
+// The device notices read back as what was written, from the NDJSON
+// stream and from the raw one: the presence, and the grace in whole
+// milliseconds while disconnected.
+func TestDeviceNoticesReadBack(t *testing.T) {
+	for _, f := range []struct {
+		contentType string
+		append      func([]byte, bool, time.Duration) []byte
+	}{{ContentTypeNDJSON, AppendDeviceLine}, {ContentTypeRawStream, AppendRawDevice}} {
+		var b []byte
+		b = f.append(b, false, 90*time.Second)
+		b = f.append(b, true, 0)
+		r := NewEventStream(f.contentType, bytes.NewReader(b))
+		for _, want := range []Event{
+			{Event: EventDevice, Presence: PresenceDisconnected, GraceMs: 90000},
+			{Event: EventDevice, Presence: PresenceConnected},
+		} {
+			got, err := r.Next()
+			if err != nil || got.Event != want.Event || got.Presence != want.Presence || got.GraceMs != want.GraceMs {
+				t.Fatalf("%s: read %+v, %v; want %+v", f.contentType, got, err, want)
+			}
 		}
 	}
 }

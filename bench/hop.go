@@ -76,8 +76,8 @@ func HopStream(ctx context.Context, hc *http.Client, holder, other *UserPath, re
 		if err == nil && n != size {
 			r.Err = fmt.Errorf("wrong result: %d bytes of stdout, not %d", n, size)
 		}
-		r.CPU = fmt.Sprintf("client %s, holder %s, forwarding replica %s, device %s", secs(SelfCPU()-self),
-			secs(TreeCPU(holder.ServerPID())-srv), secs(TreeCPU(replicaPID)-rep), secs(TreeCPU(holder.ServePID())-dev))
+		r.CPU = CPU{{"client", SelfCPU() - self}, {"holder", TreeCPU(holder.ServerPID()) - srv},
+			{"forwarding replica", TreeCPU(replicaPID) - rep}, {"device", TreeCPU(holder.ServePID()) - dev}}
 		return r
 	}
 	m.Local = run(holder)

@@ -10,6 +10,9 @@ import (
 	"io"
 	"net/http"
 	"time"
+
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/protocol"
 )
 
 // These are what a user's own script does with the HTTP API: net/http,
@@ -164,6 +167,47 @@ func instructRaw(ctx context.Context, hc *http.Client, u *UserPath, body string)
 		}
 		var ev eventLine
 		if json.Unmarshal(line, &ev) == nil && ev.Event == "outcome" {
+			var o outcome
+			if err := json.Unmarshal(ev.Outcome, &o); err != nil || !o.OK || o.ExitCode == nil || *o.ExitCode != 0 {
+				return n, fmt.Errorf("outcome %s %s", ev.State, clip(string(ev.Outcome), 160))
+			}
+			return n, nil
+		}
+	}
+}
+
+// instructRawStream is the same request with Accept naming the raw stream
+// (docs/api.md), read with api.RawEventReader: the stdout bytes counted,
+// the outcome checked.
+func instructRawStream(ctx context.Context, hc *http.Client, u *UserPath, body string) (int64, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.URL+"/v1/devices/"+u.DeviceID+"/instructions", bytes.NewBufferString(body))
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Authorization", "Bearer "+u.Key)
+	req.Header.Set("Accept", api.ContentTypeRawStream)
+	resp, err := hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("HTTP %d", resp.StatusCode)
+	}
+	if ct := resp.Header.Get("Content-Type"); ct != api.ContentTypeRawStream {
+		return 0, fmt.Errorf("the lane answered %q, not the raw stream", ct)
+	}
+	r := api.NewRawEventReader(resp.Body)
+	var n int64
+	for {
+		ev, err := r.Next()
+		if err != nil {
+			return n, fmt.Errorf("the stream ended before its outcome after %d bytes: %v", n, err)
+		}
+		switch {
+		case ev.Event == api.EventChunk && ev.Kind == protocol.ChunkStdout:
+			n += int64(len(ev.Data))
+		case ev.Event == api.EventOutcome:
 			var o outcome
 			if err := json.Unmarshal(ev.Outcome, &o); err != nil || !o.OK || o.ExitCode == nil || *o.ExitCode != 0 {
 				return n, fmt.Errorf("outcome %s %s", ev.State, clip(string(ev.Outcome), 160))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"fmt"
 	"io"
 	mrand "math/rand/v2"
@@ -22,6 +23,9 @@ type Env struct {
 	Size  int64
 	Trips int // round trips of the exec true row
 	HTTP  *http.Client
+	// HTTP1 is HTTP with HTTP/1.1 only, as the sema CLI's client speaks
+	// it over TLS too (row 2r).
+	HTTP1 *http.Client
 	// made on first use: the random source file and its digest
 	src    string
 	srcSum [sha256.Size]byte
@@ -31,7 +35,11 @@ type Env struct {
 
 // NewEnv is an Env with a keep-alive HTTP client.
 func NewEnv(u *UserPath, s *SSH, size int64, trips int) *Env {
-	e := &Env{U: u, SSH: s, Size: size, Trips: trips, HTTP: &http.Client{Transport: http.DefaultTransport.(*http.Transport).Clone()}}
+	e := &Env{U: u, SSH: s, Size: size, Trips: trips, HTTP: &http.Client{Transport: u.Transport()}}
+	h1 := u.Transport()
+	h1.ForceAttemptHTTP2 = false
+	h1.TLSNextProto = map[string]func(string, *tls.Conn) http.RoundTripper{}
+	e.HTTP1 = &http.Client{Transport: h1}
 	if s != nil {
 		e.master = s.MasterPID()
 	}
@@ -42,9 +50,9 @@ func NewEnv(u *UserPath, s *SSH, size int64, trips int) *Env {
 type Result struct {
 	Time, P99 time.Duration // P99 for round trips
 	Err       error
-	CPU       string // where the CPU time went, by process
-	RSSIdle   int64  // the sema server's VmRSS before, when sampled
-	RSSPeak   int64  // and its peak during the run
+	CPU       CPU   // where the CPU time went, by process
+	RSSIdle   int64 // the sema server's VmRSS before, when sampled
+	RSSPeak   int64 // and its peak during the run
 }
 
 // Measure is one run of a row: the lane through the user's path and its
@@ -157,7 +165,7 @@ func (e *Env) lane(cmd *exec.Cmd, sample bool) Result {
 	if ps := cmd.ProcessState; ps != nil {
 		cli = ps.UserTime() + ps.SystemTime()
 	}
-	r.CPU = fmt.Sprintf("cli %s, server %s, device %s", secs(cli), secs(TreeCPU(e.U.ServerPID())-srv), secs(TreeCPU(e.U.ServePID())-dev))
+	r.CPU = CPU{{"cli", cli}, {"server", TreeCPU(e.U.ServerPID()) - srv}, {"device", TreeCPU(e.U.ServePID()) - dev}}
 	return r
 }
 
@@ -178,11 +186,46 @@ func (e *Env) ssh(cmd *exec.Cmd) Result {
 	if ps := cmd.ProcessState; ps != nil {
 		cli = ps.UserTime() + ps.SystemTime()
 	}
-	r.CPU = fmt.Sprintf("ssh %s, master %s", secs(cli), secs(TreeCPU(e.master)-m))
+	r.CPU = CPU{{"ssh", cli}, {"master", TreeCPU(e.master) - m}}
 	if e.SSH.SSHDPID() != 0 {
-		r.CPU += ", sshd " + secs(TreeCPU(e.SSH.SSHDPID())-d)
+		r.CPU = append(r.CPU, ProcCPU{"sshd", TreeCPU(e.SSH.SSHDPID()) - d})
 	}
 	return r
+}
+
+// ProcCPU is the CPU time (user and system) one process spent on a run,
+// its children included.
+type ProcCPU struct {
+	Name string
+	Time time.Duration
+}
+
+// CPU is where a run's CPU time went, by process, in a fixed order.
+type CPU []ProcCPU
+
+// String is each process's seconds: "cli 0.61s, server 2.10s, …".
+func (c CPU) String() string {
+	var parts []string
+	for _, p := range c {
+		parts = append(parts, p.Name+" "+secs(p.Time))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// PerGiB is each process's CPU-seconds per GiB moved (bytes in the run)
+// and their sum: "server 2.10, device 2.40, cli 0.60 (sum 5.10)".
+func (c CPU) PerGiB(bytes int64) string {
+	if len(c) == 0 || bytes <= 0 {
+		return ""
+	}
+	gib := float64(bytes) / (1 << 30)
+	var parts []string
+	var sum time.Duration
+	for _, p := range c {
+		parts = append(parts, fmt.Sprintf("%s %.2f", p.Name, p.Time.Seconds()/gib))
+		sum += p.Time
+	}
+	return fmt.Sprintf("%s (sum %.2f)", strings.Join(parts, ", "), sum.Seconds()/gib)
 }
 
 func secs(d time.Duration) string { return fmt.Sprintf("%.2fs", d.Seconds()) }

@@ -27,10 +27,16 @@ type UserPath struct {
 	Workspace string // the device's workspace root
 	Local     string // the user's side: files the CLI reads and writes
 	Postgres  string // the registry's PostgreSQL URL; "": SQLite in the data dir
-	dir       string
-	server    *exec.Cmd
-	serve     *exec.Cmd
-	replicas  []*Replica
+	// CertFile is the server's self-signed certificate when it serves
+	// HTTPS (StartUserPathTLS), which the executor, the CLI and the
+	// runner's HTTP clients trust; "": plain HTTP.
+	CertFile string
+	keyFile  string
+	http     *http.Client // online's
+	dir      string
+	server   *exec.Cmd
+	serve    *exec.Cmd
+	replicas []*Replica
 }
 
 // Replica is one more `sema server` on the same PostgreSQL registry as
@@ -63,16 +69,28 @@ func StartUserPath(ctx context.Context) (*UserPath, error) { return StartUserPat
 // postgresURL ("" for SQLite): the server is then a replica of a cluster,
 // and StartReplica adds others.
 func StartUserPathOn(ctx context.Context, postgresURL string) (*UserPath, error) {
-	return startUserPath(ctx, postgresURL, "")
+	return startUserPath(ctx, postgresURL, "", false)
 }
+
+// StartUserPathTLS is StartUserPath with the server on HTTPS
+// (--tls-cert/--tls-key, a throwaway self-signed certificate): the
+// executor dials wss:// and the CLI https://, both trusting the
+// certificate through SSL_CERT_FILE, as a deployment with a private CA.
+func StartUserPathTLS(ctx context.Context) (*UserPath, error) {
+	return startUserPath(ctx, "", "", true)
+}
+
+// ExtraServerFlags are flags every `sema server` started after they are
+// set is given (bench/ratios -server-flag), to measure a setting.
+var ExtraServerFlags []string
 
 // StartUserPathTagged is StartUserPath with sema built with the build tags
 // tags (bench/stages: semaprobe).
 func StartUserPathTagged(ctx context.Context, tags string) (*UserPath, error) {
-	return startUserPath(ctx, "", tags)
+	return startUserPath(ctx, "", tags, false)
 }
 
-func startUserPath(ctx context.Context, postgresURL, tags string) (*UserPath, error) {
+func startUserPath(ctx context.Context, postgresURL, tags string, tls bool) (*UserPath, error) {
 	dir, err := os.MkdirTemp("", "sema-userpath-")
 	if err != nil {
 		return nil, err
@@ -84,6 +102,12 @@ func startUserPath(ctx context.Context, postgresURL, tags string) (*UserPath, er
 			return fail(err)
 		}
 	}
+	if tls {
+		if u.CertFile, u.keyFile, err = writeSelfSigned(dir); err != nil {
+			return fail(err)
+		}
+	}
+	u.http = &http.Client{Transport: trusting(u.CertFile)}
 	root, err := ModuleRoot()
 	if err != nil {
 		return fail(err)
@@ -145,7 +169,12 @@ func (u *UserPath) startLane(name, data string, first bool) (cmd *exec.Cmd, url,
 	if u.Postgres != "" {
 		env = append(env, "SEMA_POSTGRES_URL="+u.Postgres) // out of the process list
 	}
-	cmd, logPath, err := u.startChild(name, env, "server", "--listen", "127.0.0.1:0", "--data", data)
+	args := []string{"server", "--listen", "127.0.0.1:0", "--data", data}
+	if u.CertFile != "" {
+		args = append(args, "--tls-cert", u.CertFile, "--tls-key", u.keyFile)
+	}
+	args = append(args, ExtraServerFlags...)
+	cmd, logPath, err := u.startChild(name, env, args...)
 	if err != nil {
 		return nil, "", "", err
 	}
@@ -180,7 +209,7 @@ func (u *UserPath) startChildOf(bin, name string, env []string, args ...string) 
 	defer log.Close()
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
-	cmd.Env = append(os.Environ(), env...)
+	cmd.Env = append(u.environ(), env...)
 	if err := cmd.Start(); err != nil {
 		return nil, "", fmt.Errorf("sema %s: %v", name, err)
 	}
@@ -266,7 +295,7 @@ func (u *UserPath) RestartServeWith(ctx context.Context, bin string, flags ...st
 func (u *UserPath) online(ctx context.Context) bool {
 	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, u.URL+"/v1/devices", nil)
 	req.Header.Set("Authorization", "Bearer "+u.Key)
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := u.http.Do(req)
 	if err != nil {
 		return false
 	}
@@ -292,10 +321,23 @@ func (u *UserPath) online(ctx context.Context) bool {
 // SEMA_DEVICE set, its own TMPDIR, and stdout/stderr left to the caller.
 func (u *UserPath) Sema(ctx context.Context, args ...string) *exec.Cmd {
 	cmd := exec.CommandContext(ctx, u.Bin, args...)
-	cmd.Env = append(os.Environ(), "SEMA_SERVER="+u.URL, "SEMA_API_KEY="+u.Key, "SEMA_DEVICE="+u.DeviceID,
+	cmd.Env = append(u.environ(), "SEMA_SERVER="+u.URL, "SEMA_API_KEY="+u.Key, "SEMA_DEVICE="+u.DeviceID,
 		"TMPDIR="+filepath.Join(u.dir, "tmp-cli"))
 	return cmd
 }
+
+// environ is this process's environment, with SSL_CERT_FILE naming the
+// server's certificate when it serves HTTPS.
+func (u *UserPath) environ() []string {
+	if u.CertFile == "" {
+		return os.Environ()
+	}
+	return append(os.Environ(), "SSL_CERT_FILE="+u.CertFile)
+}
+
+// Transport is an HTTP transport with keep-alive that trusts the server's
+// certificate when it serves HTTPS.
+func (u *UserPath) Transport() *http.Transport { return trusting(u.CertFile) }
 
 // DataDir is the server's data dir (its SQLite registry).
 func (u *UserPath) DataDir() string { return filepath.Join(u.dir, "data") }

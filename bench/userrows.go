@@ -27,6 +27,7 @@ var UserRows = []UserRow{
 	{ID: "1", Work: "`sema run -- head -c N /dev/zero > /dev/null`", Baseline: "`ssh host head -c N /dev/zero > /dev/null`", Bytes: true, Goal: 2, Run: runStdout},
 	{ID: "2", Work: "HTTP client reading the NDJSON of `head -c N /dev/zero`", Baseline: "`ssh host head -c N /dev/zero > /dev/null`", Bytes: true, Goal: 2, Run: httpStdout},
 	{ID: "2b", Work: "HTTP client reading the NDJSON lines (no JSON decoder, as curl)", Baseline: "`ssh host head -c N /dev/zero > /dev/null`", Bytes: true, Goal: 2, Run: httpRawStdout},
+	{ID: "2r", Work: "HTTP client reading the raw stream (Accept: application/vnd.sema.stream)", Baseline: "`ssh host head -c N /dev/zero > /dev/null`", Bytes: true, Goal: 2, Run: httpRawStream},
 	{ID: "3", Work: "`sema fs put` of N random bytes", Baseline: "`ssh host 'cat > f && sync f' < file`", Bytes: true, Goal: 2, Run: fsPut},
 	{ID: "4", Work: "`sema fs get` of N bytes", Baseline: "`ssh host cat f > local`", Bytes: true, Goal: 2, Run: fsGet},
 	{ID: "5", Work: "`exec true` round trip, HTTP keep-alive", Baseline: "local `sh -c true`", Run: execTrue},
@@ -90,7 +91,7 @@ func (e *Env) httpRun(read func(body string) (int64, error)) Result {
 	if err == nil && n != e.Size {
 		lane.Err = fmt.Errorf("wrong result: %d bytes of stdout, not %d", n, e.Size)
 	}
-	lane.CPU = fmt.Sprintf("client %s, server %s, device %s", secs(SelfCPU()-self), secs(TreeCPU(e.U.ServerPID())-srv), secs(TreeCPU(e.U.ServePID())-dev))
+	lane.CPU = CPU{{"client", SelfCPU() - self}, {"server", TreeCPU(e.U.ServerPID()) - srv}, {"device", TreeCPU(e.U.ServePID()) - dev}}
 	return lane
 }
 
@@ -101,6 +102,15 @@ func httpRawStdout(ctx context.Context, e *Env) Measure {
 	defer cancel()
 	lane := e.httpRun(func(body string) (int64, error) { return instructRaw(ctx, e.HTTP, e.U, body) })
 	return Measure{Lane: lane, Base: e.sshOr(e.sshHead), Note: "bytes counted from each line's dataB64"}
+}
+
+// Row 2r: the same stream asked for as the raw stream, output as its
+// bytes (docs/api.md), over HTTP/1.1, as the sema CLI asks for it.
+func httpRawStream(ctx context.Context, e *Env) Measure {
+	ctx, cancel := within(ctx)
+	defer cancel()
+	lane := e.httpRun(func(body string) (int64, error) { return instructRawStream(ctx, e.HTTP1, e.U, body) })
+	return Measure{Lane: lane, Base: e.sshOr(e.sshHead), Note: "bytes counted from the raw stream's stdout frames"}
 }
 
 // Row 3: the put lands in the workspace; both copies are checked against

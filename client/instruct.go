@@ -23,8 +23,9 @@ type Sink struct {
 	// valid during the call only. An error stops following the stream,
 	// which cancels the instruction (its fate is then unknown).
 	Chunk func(kind protocol.ChunkKind, data []byte) error
-	// Line: each line of the stream as the lane sent it (NDJSON, with its
-	// newline), before the event is handled; valid during the call only.
+	// Line: each event as its NDJSON line, with its newline, byte for byte
+	// what the lane writes in that stream (whichever stream it sent),
+	// before the event is handled; valid during the call only.
 	Line func(line []byte)
 	// Cancelling: ctx ended, so the cancel is being posted and the outcome
 	// awaited (at most CancelWait). Called at most once, from another
@@ -137,6 +138,7 @@ func (c *Client) stream(ctx context.Context, build func(context.Context) (*http.
 	if err != nil {
 		return Result{}, err
 	}
+	req.Header.Set("Accept", streamAccept)
 	w := newWatcher(c, ctx, abort, body, sink.Cancelling)
 	defer w.stop()
 	// stoppedShort: ctx ended before the body was all sent. The body's own
@@ -153,22 +155,26 @@ func (c *Client) stream(ctx context.Context, build func(context.Context) (*http.
 		return Result{}, err
 	}
 	defer resp.Body.Close()
-	res, err := follow(resp.Body, sink, w)
+	res, err := follow(api.NewEventStream(resp.Header.Get("Content-Type"), resp.Body), sink, w)
 	if err != nil && stoppedShort() {
 		return res, fmt.Errorf("%w (%w)", ErrUploadStopped, ctx.Err())
 	}
 	return res, err
 }
 
+// streamAccept asks for the raw stream (output as its bytes, not base64
+// in JSON) and takes NDJSON from a lane that has no raw stream: the
+// answer's Content-Type says which came.
+const streamAccept = api.ContentTypeRawStream + ", " + api.ContentTypeNDJSON + ";q=0.5"
+
 // follow reads the event stream to its outcome. Leaving early closes the
 // stream, which cancels the instruction.
-func follow(r io.Reader, sink Sink, w *watcher) (Result, error) {
+func follow(er api.EventStream, sink Sink, w *watcher) (Result, error) {
 	var res Result
 	accepted := false
 	broken := func(format string, args ...any) error {
 		return &StreamError{InstructionID: res.ID, Err: fmt.Errorf(format, args...)}
 	}
-	er := api.NewEventReader(r)
 	for {
 		ev, err := er.Next()
 		switch {

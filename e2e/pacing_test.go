@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sema-agent/sema/executor"
+	"github.com/sema-agent/sema/executor/ops"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -26,8 +27,8 @@ func TestASlowReaderSlowsTheCommandAndLosesNothing(t *testing.T) {
 	arrived, cancelled := make(chan struct{}), make(chan struct{})
 	var cancelOnce sync.Once
 	e.px.setFault(func(f *frame) action {
-		if f.Dir == toLane && f.T == "chunk" && f.Kind == "stdout" && forwarded.Add(1) == 16 {
-			close(arrived) // 1 MiB of 64 KiB chunks
+		if f.Dir == toLane && f.T == "chunk" && f.Kind == "stdout" && forwarded.Add(1) == (1<<20)/ops.MaxChunkBytes {
+			close(arrived) // 1 MiB of chunks
 		}
 		if f.Dir == toDevice && f.T == "cancel" {
 			cancelOnce.Do(func() { close(cancelled) })

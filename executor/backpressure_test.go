@@ -3,6 +3,7 @@ package executor_test
 import (
 	"testing"
 
+	"github.com/sema-agent/sema/executor/ops"
 	"github.com/sema-agent/sema/internal/fakelane"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -22,8 +23,8 @@ func TestBackPressureHoldsMemoryFlat(t *testing.T) {
 	acked := int64(-1)
 	for {
 		var s fakelane.Stream
-		// Wait until the device must be blocked: one more 64 KiB chunk
-		// would cross a bound, or the result is in.
+		// Wait until the device may be blocked: one more chunk of the
+		// largest size would cross a bound, or the result is in.
 		err := h.lane.Ledger.WaitFor(h.ctx(), "the device to fill its window", func(l *fakelane.Ledger) bool {
 			s = l.Stream(id)
 			n, b := 0, 0
@@ -31,7 +32,7 @@ func TestBackPressureHoldsMemoryFlat(t *testing.T) {
 				n++
 				b += len(s.Chunks[seq].Data)
 			}
-			return len(s.Results) > 0 || n >= maxChunks || b > maxBytes-protocol.RecommendedChunkBytes
+			return len(s.Results) > 0 || n >= maxChunks || b > maxBytes-ops.MaxChunkBytes
 		})
 		if err != nil {
 			t.Fatal(err)

@@ -5,6 +5,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sema-agent/sema/executor/ops"
+	"github.com/sema-agent/sema/protocol"
 )
 
 // chunkBuf holds the bytes of one chunk while the outbox keeps it for
@@ -20,7 +21,15 @@ type chunkBuf struct {
 	refs atomic.Int32
 }
 
-var chunkBufPool = sync.Pool{New: func() any { return &chunkBuf{b: make([]byte, 0, ops.MaxChunkBytes)} }}
+// Two pools: a chunk of a command that prints a little at a time does not
+// hold a buffer the size of the largest chunk while it waits for its ack.
+var (
+	smallChunkBufPool = sync.Pool{New: func() any { return &chunkBuf{b: make([]byte, 0, smallChunkBytes)} }}
+	chunkBufPool      = sync.Pool{New: func() any { return &chunkBuf{b: make([]byte, 0, ops.MaxChunkBytes)} }}
+)
+
+// smallChunkBytes is the capacity of the small pool's buffers.
+const smallChunkBytes = protocol.RecommendedChunkBytes
 
 // newChunkBuf copies p into a pooled buffer with one reference; nil for no
 // bytes (an exit chunk).
@@ -29,9 +38,12 @@ func newChunkBuf(p []byte) *chunkBuf {
 		return nil
 	}
 	var c *chunkBuf
-	if len(p) <= ops.MaxChunkBytes {
+	switch {
+	case len(p) <= smallChunkBytes:
+		c = smallChunkBufPool.Get().(*chunkBuf)
+	case len(p) <= ops.MaxChunkBytes:
 		c = chunkBufPool.Get().(*chunkBuf)
-	} else {
+	default:
 		c = &chunkBuf{b: make([]byte, 0, len(p))} // never from an op; kept off the pool
 	}
 	c.b = append(c.b[:0], p...)
@@ -59,6 +71,9 @@ func (c *chunkBuf) release() {
 		return
 	}
 	switch n := c.refs.Add(-1); {
+	case n == 0 && cap(c.b) == smallChunkBytes:
+		c.b = c.b[:0]
+		smallChunkBufPool.Put(c)
 	case n == 0 && cap(c.b) == ops.MaxChunkBytes:
 		c.b = c.b[:0]
 		chunkBufPool.Put(c)

@@ -71,8 +71,9 @@ func decodeCanonicalBase64Keeping(s []byte) (data, text []byte, pooled *chunkBuf
 	}
 	room := b64.DecodedLen(len(s))
 	var buf []byte
-	if need := room + len(s); need >= minPooledChunk && need <= pooledChunkCap {
-		pooled = chunkBufs.Get().(*chunkBuf)
+	need := room + len(s)
+	if pool := chunkPoolFor(need); pool != nil {
+		pooled = pool.Get().(*chunkBuf)
 		buf = pooled.b[:need]
 	} else {
 		buf = make([]byte, need)
@@ -88,23 +89,50 @@ func decodeCanonicalBase64Keeping(s []byte) (data, text []byte, pooled *chunkBuf
 }
 
 // The memory of output chunks is pooled for chunks of about the
-// recommended 64 KiB (§4): decoded and base64 text that is 150 KB, and a
-// stream is thousands of them a second, whose fresh allocations (zeroed,
-// then collected) cost the lane a fifth of its CPU per streamed byte. A
-// smaller chunk gets memory of its own size, so a buffer is never more
-// than pooledChunkCap/minPooledChunk times what it holds.
+// recommended 64 KiB (§4) and of about four times it (an executor may send
+// chunks as large as its frames allow; ours sends 256 KiB): decoded and
+// base64 text that is 150 KB, or 600 KB, and a stream is thousands of them
+// a second, whose fresh allocations (zeroed, then collected) cost the lane
+// a fifth of its CPU per streamed byte. Any other chunk gets memory of its
+// own size, so a buffer is never more than its class's cap/min times what
+// it holds.
 const (
 	pooledChunkCap = 160 << 10
 	minPooledChunk = 96 << 10
+
+	pooledLargeChunkCap = 4 * pooledChunkCap
+	minPooledLargeChunk = 4 * minPooledChunk
 )
 
-type chunkBuf struct{ b []byte }
+type chunkBuf struct {
+	b    []byte
+	pool *sync.Pool
+}
 
-var chunkBufs = sync.Pool{New: func() any { return &chunkBuf{b: make([]byte, pooledChunkCap)} }}
+var (
+	chunkBufs      = sync.Pool{}
+	largeChunkBufs = sync.Pool{}
+)
+
+func init() {
+	chunkBufs.New = func() any { return &chunkBuf{b: make([]byte, pooledChunkCap), pool: &chunkBufs} }
+	largeChunkBufs.New = func() any { return &chunkBuf{b: make([]byte, pooledLargeChunkCap), pool: &largeChunkBufs} }
+}
+
+// chunkPoolFor is the pool for a buffer of need bytes; nil: none.
+func chunkPoolFor(need int) *sync.Pool {
+	switch {
+	case need >= minPooledChunk && need <= pooledChunkCap:
+		return &chunkBufs
+	case need >= minPooledLargeChunk && need <= pooledLargeChunkCap:
+		return &largeChunkBufs
+	}
+	return nil
+}
 
 func (c *chunkBuf) release() {
 	if c != nil {
-		chunkBufs.Put(c)
+		c.pool.Put(c)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/base64"
 	"reflect"
+	"strconv"
 	"testing"
 )
 
@@ -155,15 +156,24 @@ func chunkFrame(t *testing.T, seq int64, data []byte) []byte {
 // hands back; a chunk still held is never overwritten by a later decode,
 // and a released one comes back with the new chunk's bytes only.
 func TestChunkMemoryIsPooledAndReleased(t *testing.T) {
-	a := bytes.Repeat([]byte("a"), RecommendedChunkBytes)
-	b := bytes.Repeat([]byte("b"), RecommendedChunkBytes-1)
+	for _, size := range []int{RecommendedChunkBytes, 4 * RecommendedChunkBytes} {
+		t.Run(strconv.Itoa(size), func(t *testing.T) { chunkMemoryIsPooledAndReleased(t, size) })
+	}
+	if chunkPoolFor(pooledChunkCap+1) != nil || chunkPoolFor(minPooledLargeChunk-1) != nil || chunkPoolFor(pooledLargeChunkCap+1) != nil {
+		t.Error("a chunk between or past the classes took a pooled buffer")
+	}
+}
+
+func chunkMemoryIsPooledAndReleased(t *testing.T, size int) {
+	a := bytes.Repeat([]byte("a"), size)
+	b := bytes.Repeat([]byte("b"), size-1)
 	fa, err := DecodeDeviceFrame(TextMessage, chunkFrame(t, 0, a), MaxFrameBytes)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ca := fa.(*Chunk)
 	if ca.pooled == nil {
-		t.Fatal("a 64 KiB chunk was not pooled")
+		t.Fatalf("a chunk of %d bytes was not pooled", size)
 	}
 	fb, _ := DecodeDeviceFrame(TextMessage, chunkFrame(t, 1, b), MaxFrameBytes)
 	cb := fb.(*Chunk)

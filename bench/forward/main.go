@@ -157,7 +157,7 @@ func printRows(w io.Writer, rows []bench.HopMeasure) {
 		}{{"local", m.Local}, {"forwarded", m.Forwarded}} {
 			if side.r.Err != nil {
 				fmt.Fprintf(w, "  %s, %s: %v\n", m.Work, side.name, side.r.Err)
-			} else if side.r.CPU != "" {
+			} else if len(side.r.CPU) > 0 {
 				fmt.Fprintf(w, "  %s, %s: CPU %s\n", m.Work, side.name, side.r.CPU)
 			}
 		}

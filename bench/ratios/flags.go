@@ -18,7 +18,15 @@ type config struct {
 	inprocess bool     // the in-process pairs too (-inprocess)
 	markdown  bool     // tables as markdown (-markdown)
 	trips     int      // round trips of the exec true row (-trips)
+	tls       []bool   // the lanes the rows run on (-tls): plain HTTP, HTTPS, in this order
+	server    []string // more flags for `sema server` (-server-flag, repeated)
 }
+
+// repeated is a flag that may be given more than once.
+type repeated []string
+
+func (r *repeated) String() string     { return strings.Join(*r, " ") }
+func (r *repeated) Set(s string) error { *r = append(*r, s); return nil }
 
 func parseFlags(args []string, errOut io.Writer) (config, error) {
 	fs := flag.NewFlagSet("ratios", flag.ContinueOnError)
@@ -29,13 +37,16 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	inproc := fs.Bool("inprocess", true, "also run the in-process pairs (lane and executor in this process, through Call.Next)")
 	md := fs.Bool("markdown", false, "print the tables as markdown, for the README")
 	trips := fs.Int("trips", 300, "round trips of the exec true row")
+	var server repeated
+	fs.Var(&server, "server-flag", "one more flag for `sema server`, e.g. -server-flag=--payload-part-bytes=524288 (repeat for more)")
+	tlsFlag := fs.String("tls", "both", "the lane the rows run on: off (http:// and ws://), on (--tls-cert/--tls-key: https:// and wss://), or both")
 	if err := fs.Parse(args); err != nil {
 		return config{}, err
 	}
 	if fs.NArg() > 0 {
 		return config{}, fmt.Errorf("unexpected argument %q (flags only)", fs.Arg(0))
 	}
-	c := config{rounds: *rounds, inprocess: *inproc, markdown: *md, trips: *trips}
+	c := config{rounds: *rounds, inprocess: *inproc, markdown: *md, trips: *trips, server: server}
 	var err error
 	if c.size, err = bench.ParseSize(*size); err != nil {
 		return config{}, fmt.Errorf("-size: %v", err)
@@ -45,6 +56,16 @@ func parseFlags(args []string, errOut io.Writer) (config, error) {
 	}
 	if c.trips < 1 {
 		return config{}, fmt.Errorf("-trips %d: at least 1", c.trips)
+	}
+	switch *tlsFlag {
+	case "both":
+		c.tls = []bool{false, true}
+	case "on":
+		c.tls = []bool{true}
+	case "off":
+		c.tls = []bool{false}
+	default:
+		return config{}, fmt.Errorf("-tls %q: off, on or both", *tlsFlag)
 	}
 	if c.rows, err = parseRows(*rows); err != nil {
 		return config{}, fmt.Errorf("-rows: %v", err)

@@ -69,41 +69,76 @@ func run(ctx context.Context, c config) int {
 }
 
 func userPath(ctx context.Context, c config, ssh *bench.SSH) int {
-	fmt.Println("\nuser's path: building sema, starting `sema server` and `sema device serve`…")
-	u, err := bench.StartUserPath(ctx)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "ratios:", err)
-		return 1
+	bench.ExtraServerFlags = c.server
+	var envs []*bench.Env
+	for _, tls := range c.tls {
+		start, how := bench.StartUserPath, "plain HTTP"
+		if tls {
+			start, how = bench.StartUserPathTLS, "HTTPS (--tls-cert/--tls-key, a throwaway self-signed certificate the executor and the CLI trust through SSL_CERT_FILE)"
+		}
+		fmt.Printf("\nuser's path on %s: building sema, starting `sema server` and `sema device serve`…\n", how)
+		u, err := start(ctx)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "ratios:", err)
+			return 1
+		}
+		defer u.Close()
+		envs = append(envs, bench.NewEnv(u, ssh, c.size, c.trips))
 	}
-	defer u.Close()
-	e := bench.NewEnv(u, ssh, c.size, c.trips)
-	var rows []bench.UserRow
+	var entries []entry
 	for _, r := range bench.UserRows {
 		for _, id := range c.rows {
 			if r.ID == id {
-				rows = append(rows, r)
+				for _, e := range envs {
+					entries = append(entries, entry{row: r, env: e})
+				}
 			}
 		}
 	}
 	var rounds [][]bench.Measure
 	for i := range c.rounds {
 		var ms []bench.Measure
-		for _, r := range rows {
+		for _, en := range entries {
 			if ctx.Err() != nil {
 				return 130
 			}
-			ms = append(ms, r.Run(ctx, e))
+			ms = append(ms, en.row.Run(ctx, en.env))
 		}
 		rounds = append(rounds, ms)
 		fmt.Printf("\nround %d of %d:\n", i+1, c.rounds)
-		roundTable(rows, c.size, ms).print(os.Stdout, c.markdown)
-		notes(os.Stdout, rows, ms)
+		roundTable(entries, c.size, ms).print(os.Stdout, c.markdown)
+		notes(os.Stdout, entries, c.size, ms)
 	}
 	if c.rounds > 1 {
 		fmt.Printf("\nmedian of %d rounds (range in parentheses):\n", c.rounds)
-		medianTable(rows, c.size, rounds).print(os.Stdout, c.markdown)
+		medianTable(entries, c.size, rounds).print(os.Stdout, c.markdown)
 	}
 	return 0
+}
+
+// entry is one row on one lane: plain HTTP, or HTTPS when its env's
+// server has a certificate.
+type entry struct {
+	row bench.UserRow
+	env *bench.Env
+}
+
+func (en entry) tls() bool { return en.env.U.CertFile != "" }
+
+// id is the row's number, with "tls" for the HTTPS lane.
+func (en entry) id() string {
+	if en.tls() {
+		return en.row.ID + " tls"
+	}
+	return en.row.ID
+}
+
+// work is what the lane side runs, and over what.
+func (en entry) work() string {
+	if en.tls() {
+		return en.row.Work + " over https/wss"
+	}
+	return en.row.Work
 }
 
 // inProcess is the pairs of bench.Pairs, as before: lane and executor in

@@ -4,6 +4,7 @@ import (
 	"io"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/sema-agent/sema/bench"
 )
@@ -13,7 +14,10 @@ func TestParseFlagsDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.size != 1<<30 || c.rounds != 1 || !c.inprocess || c.markdown || c.trips != 300 || !slices.Equal(c.rows, []string{"1", "2", "2b", "3", "4", "5", "6", "6b"}) {
+	if !slices.Equal(c.tls, []bool{false, true}) {
+		t.Fatalf("-tls defaults to both lanes, plain first: %v", c.tls)
+	}
+	if c.size != 1<<30 || c.rounds != 1 || !c.inprocess || c.markdown || c.trips != 300 || !slices.Equal(c.rows, []string{"1", "2", "2b", "2r", "3", "4", "5", "6", "6b"}) {
 		t.Fatalf("defaults: %+v", c)
 	}
 }
@@ -29,7 +33,15 @@ func TestParseFlags(t *testing.T) {
 	if c, err := parseFlags([]string{"-rows", "none"}, io.Discard); err != nil || len(c.rows) != 0 {
 		t.Fatalf("-rows none: %+v, %v", c, err)
 	}
-	for _, bad := range [][]string{{"-size", "0"}, {"-size", "1.5G"}, {"-size", "12X"}, {"-rounds", "0"}, {"-rows", "1,9"}, {"-rows", ""}, {"-trips", "0"}, {"extra"}, {"-nope"}} {
+	for flag, want := range map[string][]bool{"on": {true}, "off": {false}, "both": {false, true}} {
+		if c, err := parseFlags([]string{"-tls", flag}, io.Discard); err != nil || !slices.Equal(c.tls, want) {
+			t.Errorf("-tls %s: %v, %v", flag, c.tls, err)
+		}
+	}
+	if c, err := parseFlags([]string{"-server-flag=--a=1", "-server-flag", "--b"}, io.Discard); err != nil || !slices.Equal(c.server, []string{"--a=1", "--b"}) {
+		t.Errorf("-server-flag: %v, %v", c.server, err)
+	}
+	for _, bad := range [][]string{{"-tls", "yes"}, {"-size", "0"}, {"-size", "1.5G"}, {"-size", "12X"}, {"-rounds", "0"}, {"-rows", "1,9"}, {"-rows", ""}, {"-trips", "0"}, {"extra"}, {"-nope"}} {
 		if _, err := parseFlags(bad, io.Discard); err == nil {
 			t.Errorf("%q: accepted", bad)
 		}
@@ -52,5 +64,15 @@ func TestParseSize(t *testing.T) {
 	}
 	if s := bench.FormatSize(1000); s != "1000 B" {
 		t.Errorf("FormatSize(1000) = %q", s)
+	}
+}
+
+func TestCPUPerGiB(t *testing.T) {
+	c := bench.CPU{{Name: "server", Time: 2 * time.Second}, {Name: "cli", Time: time.Second}}
+	if got, want := c.PerGiB(512<<20), "server 4.00, cli 2.00 (sum 6.00)"; got != want {
+		t.Fatalf("PerGiB = %q, want %q", got, want)
+	}
+	if got := c.PerGiB(0); got != "" {
+		t.Fatalf("PerGiB(0) = %q", got)
 	}
 }

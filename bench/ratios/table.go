@@ -76,7 +76,7 @@ func ratioCell(r float64, ok bool) string {
 	return fmt.Sprintf("%.2f×", r)
 }
 
-var userHead = []string{"#", "work (N = %s)", "lane, the user's path", "baseline", "ratio (baseline/lane)", "goal ≥ 2×"}
+var userHead = []string{"#", "work (N = %s)", "lane, the user's path", "baseline", "ratio (baseline/lane)", "goal ≥ 2×", "lane cpu s/GiB", "baseline cpu s/GiB"}
 
 func header(size int64) []string {
 	h := slices.Clone(userHead)
@@ -84,27 +84,38 @@ func header(size int64) []string {
 	return h
 }
 
+// cpuCell is a side's CPU-seconds per GiB by process, for a throughput
+// row that succeeded.
+func cpuCell(row bench.UserRow, size int64, r bench.Result) string {
+	if !row.Bytes || r.Err != nil || len(r.CPU) == 0 {
+		return "—"
+	}
+	return r.CPU.PerGiB(size)
+}
+
 // roundTable is one round's measurements.
-func roundTable(rows []bench.UserRow, size int64, ms []bench.Measure) *table {
+func roundTable(entries []entry, size int64, ms []bench.Measure) *table {
 	t := &table{head: header(size)}
-	for i, row := range rows {
+	for i, en := range entries {
+		row := en.row
 		r, ok := ratio(ms[i])
-		t.rows = append(t.rows, []string{row.ID, row.Work + " vs " + row.Baseline, cell(row, size, ms[i].Lane), cell(row, size, ms[i].Base), ratioCell(r, ok), goal(row, r, ok)})
+		t.rows = append(t.rows, []string{en.id(), en.work() + " vs " + row.Baseline, cell(row, size, ms[i].Lane), cell(row, size, ms[i].Base), ratioCell(r, ok), goal(row, r, ok),
+			cpuCell(row, size, ms[i].Lane), cpuCell(row, size, ms[i].Base)})
 	}
 	return t
 }
 
 // notes are what each row checked, where the CPU went, and the server's
 // memory.
-func notes(w io.Writer, rows []bench.UserRow, ms []bench.Measure) {
-	for i, row := range rows {
+func notes(w io.Writer, entries []entry, size int64, ms []bench.Measure) {
+	for i, en := range entries {
 		m := ms[i]
-		line := fmt.Sprintf("  %s: %s", row.ID, m.Note)
-		if m.Lane.CPU != "" {
-			line += "; lane cpu: " + m.Lane.CPU
+		line := fmt.Sprintf("  %s: %s", en.id(), m.Note)
+		if len(m.Lane.CPU) > 0 {
+			line += "; lane cpu: " + m.Lane.CPU.String()
 		}
-		if m.Base.CPU != "" {
-			line += "; ssh cpu: " + m.Base.CPU
+		if len(m.Base.CPU) > 0 {
+			line += "; ssh cpu: " + m.Base.CPU.String()
 		}
 		if m.Lane.RSSPeak > 0 {
 			line += fmt.Sprintf("; sema server VmRSS idle %s, peak %s", mib(m.Lane.RSSIdle), mib(m.Lane.RSSPeak))
@@ -114,10 +125,12 @@ func notes(w io.Writer, rows []bench.UserRow, ms []bench.Measure) {
 }
 
 // medianTable: per row, the median time of each side over the rounds that
-// succeeded (with the range), and the median of the rounds' ratios.
-func medianTable(rows []bench.UserRow, size int64, rounds [][]bench.Measure) *table {
+// succeeded (with the range), and the median of the rounds' ratios; the
+// CPU is the median round's.
+func medianTable(entries []entry, size int64, rounds [][]bench.Measure) *table {
 	t := &table{head: header(size)}
-	for i, row := range rows {
+	for i, en := range entries {
+		row := en.row
 		var lane, base []bench.Result
 		var ratios []float64
 		for _, ms := range rounds {
@@ -133,9 +146,26 @@ func medianTable(rows []bench.UserRow, size int64, rounds [][]bench.Measure) *ta
 			rc = fmt.Sprintf("%.2f× (%.2f–%.2f)", r, ratios[0], ratios[len(ratios)-1])
 			g = goal(row, r, true)
 		}
-		t.rows = append(t.rows, []string{row.ID, row.Work + " vs " + row.Baseline, medianCell(row, size, lane), medianCell(row, size, base), rc, g})
+		t.rows = append(t.rows, []string{en.id(), en.work() + " vs " + row.Baseline, medianCell(row, size, lane), medianCell(row, size, base), rc, g,
+			cpuCell(row, size, median(lane)), cpuCell(row, size, median(base))})
 	}
 	return t
+}
+
+// median is the result of median time among those that succeeded (the
+// first when none did).
+func median(rs []bench.Result) bench.Result {
+	var ok []bench.Result
+	for _, r := range rs {
+		if r.Err == nil {
+			ok = append(ok, r)
+		}
+	}
+	if len(ok) == 0 {
+		return rs[0]
+	}
+	slices.SortFunc(ok, func(a, b bench.Result) int { return int(a.Time - b.Time) })
+	return ok[len(ok)/2]
 }
 
 func medianCell(row bench.UserRow, size int64, rs []bench.Result) string {

@@ -37,9 +37,14 @@ type Sink interface {
 	Exit(code int) error
 }
 
-// MaxChunkBytes is the most raw bytes an op puts in one chunk (§4: "≤ 64 KiB
-// of raw bytes is a good default").
-const MaxChunkBytes = protocol.RecommendedChunkBytes
+// MaxChunkBytes is the most raw bytes an op puts in one chunk: 256 KiB,
+// four times §4's "good default", since per chunk go a frame, an ack and a
+// wake-up of each goroutine on the way, and fast output needs fewer. It stays
+// inside every bound: its frame (base64 and the JSON around it, about
+// 342 KiB) is a third of maxFrameBytes (§2.1); the executor's window (half
+// the lane's reorder buffer, 1 MiB, §4) still holds four chunks on their
+// way, and the lane's pending-delivery bound (2 MiB) eight.
+const MaxChunkBytes = 4 * protocol.RecommendedChunkBytes
 
 // Env is the executor's configuration that ops need. It is shared by all
 // instructions and must not be changed while ops run.

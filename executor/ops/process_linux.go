@@ -121,5 +121,17 @@ func outputPipe() (r, w *os.File, err error) {
 		syscall.Close(p[1])
 		return nil, nil, os.NewSyscallError("fcntl", err)
 	}
+	// A larger pipe lets one read take a whole chunk and the command run
+	// ahead while a chunk is on its way. Best effort: a user over
+	// fs.pipe-user-pages-soft keeps the default 64 KiB, which only costs
+	// speed.
+	_, _ = unix.FcntlInt(uintptr(p[1]), unix.F_SETPIPE_SZ, outputPipeBytes)
 	return os.NewFile(uintptr(p[0]), "|0"), os.NewFile(uintptr(p[1]), "|1"), nil
 }
+
+// outputPipeBytes is the capacity asked for each output pipe. It is
+// charged to the user's pipe pages (fs.pipe-user-pages-soft, 64 MiB by
+// default) for as long as the command runs, so it stays moderate, and
+// within drainBudget: what a reader drains after the group died is at
+// most one pipe's worth of output written before it.
+const outputPipeBytes = 1 << 20

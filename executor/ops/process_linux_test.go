@@ -2,8 +2,12 @@ package ops
 
 import (
 	"os"
+	"strconv"
+	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // waitExited returns only once the process has exited, and leaves it
@@ -45,5 +49,27 @@ func TestWaitExitedReturnsOnceTheProcessExitedAndLeavesItUnreaped(t *testing.T) 
 				t.Fatalf("reap: %v, %v", st, err)
 			}
 		})
+	}
+}
+
+// An output pipe is raised to outputPipeBytes, so that one read can take
+// a whole chunk, where the system lets this user (fs.pipe-max-size).
+func TestOutputPipeIsRaised(t *testing.T) {
+	b, err := os.ReadFile("/proc/sys/fs/pipe-max-size")
+	if err != nil {
+		t.Skip(err)
+	}
+	if max, _ := strconv.Atoi(strings.TrimSpace(string(b))); max < outputPipeBytes && os.Geteuid() != 0 {
+		t.Skipf("fs.pipe-max-size %d is below %d", max, outputPipeBytes)
+	}
+	r, w, err := outputPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	defer w.Close()
+	n, err := unix.FcntlInt(w.Fd(), unix.F_GETPIPE_SZ, 0)
+	if err != nil || n != outputPipeBytes {
+		t.Fatalf("pipe capacity %d, %v; want %d", n, err, outputPipeBytes)
 	}
 }

@@ -1,11 +1,13 @@
 package httpapi
 
 import (
-	"github.com/sema-agent/sema/api"
-	"github.com/sema-agent/sema/lane"
 	"net/http"
+	"time"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/internal/probe"
+	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/protocol"
 )
 
 // This file writes an instruction's events as the NDJSON stream of
@@ -23,10 +25,37 @@ import (
 // even though more events are ready.
 const eventWriteBytes = 512 << 10
 
-// streamCall writes a call's events as NDJSON. If the client goes away the
-// call is cancelled: nobody would see its outcome.
+// eventFormat is how a response spells the events: NDJSON, the default,
+// or the raw stream for a client whose Accept asks for it (api/rawstream.go;
+// the output bytes go out as the lane decoded and checked them from the
+// device's canonical base64, §4 Encoding).
+type eventFormat struct {
+	contentType string
+	accepted    func(b []byte, id string) []byte
+	chunk       func(b []byte, ch *protocol.Chunk) []byte
+	outcome     func(b []byte, state protocol.InstructionState, o protocol.Outcome, laneCancelled bool) []byte
+	device      func(b []byte, connected bool, grace time.Duration) []byte
+}
+
+var (
+	ndjsonFormat = eventFormat{api.ContentTypeNDJSON, api.AppendAcceptedLine, api.AppendChunkLine, api.AppendOutcomeLine, api.AppendDeviceLine}
+	rawFormat    = eventFormat{api.ContentTypeRawStream, api.AppendRawAccepted, api.AppendRawChunk, api.AppendRawOutcome, api.AppendRawDevice}
+)
+
+// formatFor is the format r's Accept asks for.
+func formatFor(r *http.Request) eventFormat {
+	if api.AcceptsRawStream(r.Header.Values("Accept")) {
+		return rawFormat
+	}
+	return ndjsonFormat
+}
+
+// streamCall writes a call's events as NDJSON, or as the raw stream when
+// asked. If the client goes away the call is cancelled: nobody would see
+// its outcome.
 func (s *API) streamCall(w http.ResponseWriter, r *http.Request, call *lane.Call) {
-	w.Header().Set("Content-Type", "application/x-ndjson")
+	f := formatFor(r)
+	w.Header().Set("Content-Type", f.contentType)
 	w.Header().Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	out := &eventWriter{w: w}
@@ -34,7 +63,7 @@ func (s *API) streamCall(w http.ResponseWriter, r *http.Request, call *lane.Call
 	if r.Header.Get(api.HeaderNotices) == api.NoticesDevice {
 		call.FollowDevice()
 	}
-	out.buf = api.AppendAcceptedLine(out.buf, call.ID)
+	out.buf = f.accepted(out.buf, call.ID)
 	for {
 		if !call.Ready() && !out.flush() {
 			call.Cancel()
@@ -49,16 +78,16 @@ func (s *API) streamCall(w http.ResponseWriter, r *http.Request, call *lane.Call
 			// Written, not flushed: net/http flushes it with the chunked
 			// body's terminator when the handler returns, in one write, so
 			// the caller sees the outcome and the end of the body at once.
-			out.buf = api.AppendOutcomeLine(out.buf, e.Settled.State, e.Settled.Outcome, e.Settled.LaneCancelled)
+			out.buf = f.outcome(out.buf, e.Settled.State, e.Settled.Outcome, e.Settled.LaneCancelled)
 			out.write()
 			probe.Mark(probe.LaneAnswered)
 			return
 		}
 		if e.Device != nil {
-			out.buf = api.AppendDeviceLine(out.buf, e.Device.Connected, e.Device.Grace)
+			out.buf = f.device(out.buf, e.Device.Connected, e.Device.Grace)
 			continue
 		}
-		out.buf = api.AppendChunkLine(out.buf, e.Chunk)
+		out.buf = f.chunk(out.buf, e.Chunk)
 		e.Chunk.Release() // this stream was its one holder; its memory goes back to the decoder's pool
 		if len(out.buf) >= eventWriteBytes && !out.write() {
 			call.Cancel()

@@ -61,7 +61,7 @@ func TestThreeReplicasKeepOneAuditChain(t *testing.T) {
 	if len(created) != total {
 		t.Fatalf("%d identities in the audit trail, want %d, each once", len(created), total)
 	}
-	verified := regexp.MustCompile(`^verified ([0-9]+) rows up to audit:([0-9]+):[0-9a-f]{64}\n$`)
+	verified := regexp.MustCompile(`^verified ([0-9]+) rows of the audit trail up to audit:([0-9]+):[0-9a-f]{64}\nverified 0 rows of the instruction history up to history:0:0{64}\n$`)
 	for i, rep := range reps {
 		out, errOut, code := rep.sema(t, nil, "audit", "verify")
 		m := verified.FindStringSubmatch(out)
