@@ -379,3 +379,43 @@ func TestThreeReplicasBehindALoadBalancer(t *testing.T) {
 		}
 	}
 }
+
+// Eight replicas of `sema server --postgres` started at once on an empty
+// registry make one admin: exactly one writes an admin.key and prints the
+// first start's key, and the registry holds one admin identity.
+func TestEightReplicasStartingAtOnceMakeOneAdmin(t *testing.T) {
+	admin, schema := postgresSchema(t)
+	var procs []*proc
+	var dirs []string
+	for range 8 {
+		data := t.TempDir()
+		dirs = append(dirs, data)
+		procs = append(procs, startProc(t, nil, nil, "server", "--listen", "127.0.0.1:0", "--data", data))
+	}
+	for i, p := range procs {
+		waitFor(t, "replica "+string(rune('0'+i))+" to listen", func() bool {
+			select {
+			case <-p.done:
+				t.Fatalf("replica %d exited: %v\n%s", i, p.err, p.stderr)
+			default:
+			}
+			return listeningURL.MatchString(p.stderr.String())
+		})
+	}
+	keys, printed := 0, 0
+	for i, d := range dirs {
+		if _, err := os.Stat(filepath.Join(d, cli.AdminKeyFile)); err == nil {
+			keys++
+		}
+		if strings.Contains(procs[i].stdout.String(), "First start: created the admin identity") {
+			printed++
+		}
+	}
+	var admins int
+	if err := admin.QueryRowContext(t.Context(), `SELECT count(*) FROM `+schema+`.identities WHERE admin`).Scan(&admins); err != nil {
+		t.Fatal(err)
+	}
+	if keys != 1 || printed != 1 || admins != 1 {
+		t.Fatalf("%d admin.key files, %d first-start messages, %d admins in the registry; want 1, 1, 1", keys, printed, admins)
+	}
+}
