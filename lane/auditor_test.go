@@ -71,9 +71,9 @@ func auditRowCount(t *testing.T, st *sqlstore.Store, where string) int {
 	return n
 }
 
-// H.8: a burst of 15,000 connects queued behind a stalled write loses no
+// A burst of 15,000 connects queued behind a stalled write loses no
 // audit row: the queue holds them and the writer writes them in batches
-// (before: a queue of 4,096 single-row inserts dropped up to 13,001).
+// (a queue of 4,096 single-row inserts would drop up to 13,001).
 func TestTheAuditorLosesNoRowOf15000Queued(t *testing.T) {
 	st := openRegistry(t)
 	gated := newGatedStore(st)
@@ -99,7 +99,7 @@ func TestTheAuditorLosesNoRowOf15000Queued(t *testing.T) {
 	}
 }
 
-// H.8: when the bound drops rows (forced small here), the drop is itself an
+// When the bound drops rows (forced small here), the drop is itself an
 // audit row, counting them, and a metric.
 func TestADropIsAnAuditRowAndAMetric(t *testing.T) {
 	l := newWSLane(t)
@@ -128,7 +128,7 @@ func TestADropIsAnAuditRowAndAMetric(t *testing.T) {
 	}
 }
 
-// H.8: the refusals held in a window are written when it closes, by the
+// The refusals held in a window are written when it closes, by the
 // lane's clock, as one row with their count.
 func TestAClosingWindowWritesItsRowByItself(t *testing.T) {
 	st := openRegistry(t)
@@ -155,7 +155,7 @@ func TestAClosingWindowWritesItsRowByItself(t *testing.T) {
 	}
 }
 
-// H.8: a window whose close time the clock passes while the auditor is
+// A window whose close time the clock passes while the auditor is
 // arming its timer is still written: the clock is moved at once after
 // each refusal, racing the auditor, and every round's row must appear.
 func TestAWindowClosedWhileItsTimerIsArmedIsWritten(t *testing.T) {
@@ -170,7 +170,7 @@ func TestAWindowClosedWhileItsTimerIsArmedIsWritten(t *testing.T) {
 	}
 }
 
-// H.8: retention. The auditor prunes at start and every hour; the age is
+// Retention. The auditor prunes at start and every hour; the age is
 // the database's (rows are aged by moving their timestamps back), and the
 // kept events stay.
 func TestTheAuditorPrunesAtStartAndEveryHour(t *testing.T) {

@@ -11,7 +11,7 @@ func refusedUpgrade(remote string) store.AuditEvent {
 	return store.AuditEvent{Event: string(EventUpgradeRefused), Reason: "preauth_cap_per_addr", RemoteAddr: remote}
 }
 
-// H.8: identical refusals from one address within a window are one row
+// Identical refusals from one address within a window are one row
 // with a count (the flood measured was 3,000 refused upgrades in 0.65 s).
 func TestIdenticalRefusalsWithinAWindowAreOneRowWithACount(t *testing.T) {
 	w := newRefusalWindows(10*time.Second, 16)
