@@ -27,6 +27,7 @@
 //     replica.go, cluster.go, handover.go: replicas on one registry.
 //   - sessions.go: root session binding (§9); janitor.go prunes idle
 //     bindings; periodic.go: the rounds both run on.
-//   - auditor.go, auditwindow.go, auditevents.go: the audit trail;
+//   - auditevents.go: the audit trail's event names; the rows go to
+//     the audit writer (package lane/audit), which batches them;
 //     metrics.go: the counters.
 package lane
