@@ -22,7 +22,7 @@ type HopMeasure struct {
 	Work             string
 	Local, Forwarded Result
 	Bytes            int64  // a throughput row: bytes per run; else a round trip
-	Goal             string // what the issue asks of the hop on this row
+	Goal             string // what the hop must achieve on this row
 	Met              bool
 	Note             string
 }

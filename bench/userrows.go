@@ -22,7 +22,7 @@ type UserRow struct {
 	Run      func(ctx context.Context, e *Env) Measure
 }
 
-// UserRows are the rows of issue 13 item 2, in order.
+// UserRows are the user's-path rows, in order.
 var UserRows = []UserRow{
 	{ID: "1", Work: "`sema run -- head -c N /dev/zero > /dev/null`", Baseline: "`ssh host head -c N /dev/zero > /dev/null`", Bytes: true, Goal: 2, Run: runStdout},
 	{ID: "2", Work: "HTTP client reading the NDJSON of `head -c N /dev/zero`", Baseline: "`ssh host head -c N /dev/zero > /dev/null`", Bytes: true, Goal: 2, Run: httpStdout},

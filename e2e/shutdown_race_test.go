@@ -19,10 +19,10 @@ import (
 // A replica shut down while a socket it let in is starting: Shutdown must
 // wait for that socket's handler (it returns "when every connection has
 // ended"), and under -race the handler's count must be ordered before
-// Shutdown's wait. The lane used to count the handler only after
-// websocket.Accept had answered 101, outside its lock: a Shutdown begun when
-// the 101 arrived could return before the handler was counted, or wait on a
-// count raised concurrently (a WaitGroup misuse the chaos test found).
+// Shutdown's wait. A handler counted only after websocket.Accept had
+// answered 101, outside the lane's lock, would let a Shutdown begun when the
+// 101 arrived return before the handler was counted, or wait on a count
+// raised concurrently (a WaitGroup misuse).
 func TestShutdownWithASocketJustLetIn(t *testing.T) {
 	before := goleak.IgnoreCurrent()
 	defer goleak.VerifyNone(t, before)

@@ -16,7 +16,7 @@ import (
 )
 
 // stallPlan is the size of the stalling-reader test: a slice in the test
-// command, the full run under SEMA_SOAK=1 (make soak).
+// command, the full run under SEMA_SOAK=1 (make soak).
 func stallPlan() (size int64, rounds int, maxStall time.Duration) {
 	if os.Getenv("SEMA_SOAK") != "" {
 		return 1 << 30, 20, 20 * time.Second

@@ -28,7 +28,8 @@ import (
 const goodbyeSent = "goodbye sent"
 
 // An idle executor's goodbye reaches the lane before the normal close,
-// run after run (the race the issue reproduced in 2 of 4 runs).
+// run after run (a race between the goodbye and the close would show in
+// some of them).
 func TestGoodbyeIsOnTheWireBeforeTheClose(t *testing.T) {
 	for range 20 {
 		log := &logBuffer{}

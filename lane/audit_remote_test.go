@@ -11,9 +11,9 @@ import (
 	"github.com/sema-agent/sema/protocol"
 )
 
-// H.8: refusal rows name the address the refusal came from, and a flood
-// of identical refusals from one address is one row with a count (before:
-// one row per refused upgrade, no address: 3,000 rows in 0.65 s).
+// Refusal rows name the address the refusal came from, and a flood
+// of identical refusals from one address is one row with a count (one row
+// per refused upgrade, with no address, would be 3,000 rows in 0.65 s).
 func TestRefusalRowsCarryTheRemoteAddressAndAreCounted(t *testing.T) {
 	l := newWSLane(t, func(c *Config) { c.MaxPreAuthPerAddr = 1 })
 	holder := l.enroll()

@@ -1,5 +1,7 @@
 package lane
 
+import "github.com/sema-agent/sema/lane/audit"
+
 // EventName names an audit row (store.AuditEvent.Event): a closed set, each
 // member below with what its row's Reason holds. The metrics count rows by
 // these names (metrics.go).
@@ -18,7 +20,7 @@ const (
 	EventGoodbye          EventName = "device.goodbye"           // Reason: the goodbye reason
 	EventLivenessLost     EventName = "device.liveness_lost"     // no frame within the liveness limit
 	EventLeaseLost        EventName = "device.lease_lost"        // the connection lease was lost
-	EventAuditDropped     EventName = "audit.rows_dropped"       // Reason: why; Count: how many
+	EventAuditDropped     EventName = audit.EventRowsDropped     // Reason: why; Count: how many
 )
 
 // The enrollment plane's events (§1.1), written by the HTTP API.

@@ -62,7 +62,7 @@ func (l *wsLane) registryIDs() []string {
 	return out
 }
 
-// The issue: ?limit= (default 500), &after= a cursor, a next in the answer
+// The device list: ?limit= (default 500), &after= a cursor, a next in the answer
 // while a page follows and never at the end, oldest first as the registry.
 func TestDeviceListIsPagedOldestFirstAndNextIsAbsentAtTheEnd(t *testing.T) {
 	l := newWSLane(t)

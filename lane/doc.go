@@ -16,17 +16,21 @@
 //   - ws.go, upgrade.go: the upgrade and Shutdown; conn.go, connstate.go:
 //     one socket's life as a table of transitions (step); writer.go: the
 //     one writer per socket.
-//   - dispatch.go → device.go → send.go → call.go → stream.go: one
-//     instruction from Dispatch to its settlement. dispatch.go checks it
-//     and queues it on the device (device.go), which commits it when a slot
-//     is free and sends its frame (send.go, with a write's payload); the
-//     device's frames come back through conn.go into the Call (call.go),
-//     whose output passes the reorder buffer and the exit checks
-//     (stream.go) before the caller reads it with Call.Next.
+//   - One instruction from the door to its outcome, file by file in order:
+//     doors.go (DispatchFor, the door's call) → dispatch.go (the checks, the
+//     queue on the device) → device.go (pump commits it when a slot is
+//     free) → send.go (its frame, and a write's payload, on the
+//     connection) → writer.go (onto the socket). The device's frames come
+//     back through conn.go (the read loop) → frames.go (handleChunk,
+//     handleResult: admitted by connstate.go's table) → stream.go (the
+//     reorder buffer and the exit checks) → call.go (the Call's output,
+//     which the caller reads with Call.Next; the result settles it through
+//     device.go's settle, into the memo of memo.go).
 //   - leases.go, leasebatch.go, renewer.go: the connection leases (§1.4);
 //     replica.go, cluster.go, handover.go: replicas on one registry.
 //   - sessions.go: root session binding (§9); janitor.go prunes idle
 //     bindings; periodic.go: the rounds both run on.
-//   - auditor.go, auditwindow.go, auditevents.go: the audit trail;
+//   - auditevents.go: the audit trail's event names; the rows go to
+//     the audit writer (package lane/audit), which batches them;
 //     metrics.go: the counters.
 package lane

@@ -26,7 +26,7 @@ func twoReplicas(t *testing.T) (a, b *wsLane) {
 	return a, b
 }
 
-// L.2: an instruction posted to a replica that does not hold the device's
+// An instruction posted to a replica that does not hold the device's
 // connection is forwarded to the one that does; only the holder sends it,
 // and its stream comes back line by line.
 func TestAnInstructionPostedToAnyReplicaRunsOnTheHolder(t *testing.T) {
@@ -61,7 +61,7 @@ func TestAnInstructionPostedToAnyReplicaRunsOnTheHolder(t *testing.T) {
 	}
 }
 
-// L.2: a caller hanging up on the forwarding replica cancels on the holder,
+// A caller hanging up on the forwarding replica cancels on the holder,
 // and a cancel posted to either replica reaches the instruction.
 func TestCancelsReachTheHolderFromAnyReplica(t *testing.T) {
 	a, b := twoReplicas(t)
@@ -86,7 +86,7 @@ func TestCancelsReachTheHolderFromAnyReplica(t *testing.T) {
 	}
 }
 
-// L.2: a device no live replica holds is dispatched where it was posted,
+// A device no live replica holds is dispatched where it was posted,
 // and settles as a device that is not connected: nothing is forwarded.
 func TestADeviceHeldByNoReplicaIsNotForwarded(t *testing.T) {
 	a, b := twoReplicas(t)
@@ -104,7 +104,7 @@ func TestADeviceHeldByNoReplicaIsNotForwarded(t *testing.T) {
 	}
 }
 
-// L.2: a request that claims to be forwarded without the cluster's
+// A request that claims to be forwarded without the cluster's
 // signature is refused, before the caller's key is even looked at.
 func TestAForgedHopIsRefused(t *testing.T) {
 	a, _ := twoReplicas(t)
@@ -124,7 +124,7 @@ func TestAForgedHopIsRefused(t *testing.T) {
 	}
 }
 
-// L.3: GET /v1/devices on any replica reports a device online, at its
+// GET /v1/devices on any replica reports a device online, at its
 // generation, on the replica holding its live lease, with the holder's
 // connectedSince and instructions in flight.
 func TestPresenceIsTheSameFromAnyReplica(t *testing.T) {
@@ -158,7 +158,7 @@ func TestPresenceIsTheSameFromAnyReplica(t *testing.T) {
 	}
 }
 
-// L.3: a device whose connection dropped with work in flight is offline
+// A device whose connection dropped with work in flight is offline
 // from any replica, though the replica that holds its work keeps its lease
 // for the reconnect grace; its work still counts as in flight.
 func TestADeviceInItsGraceIsOfflineFromAnyReplica(t *testing.T) {
@@ -172,7 +172,7 @@ func TestADeviceInItsGraceIsOfflineFromAnyReplica(t *testing.T) {
 	}
 }
 
-// L.3: a replica may ask another for a full page of devices at once (the
+// A replica may ask another for a full page of devices at once (the
 // largest page, every device held by the one it asks).
 func TestAReplicaMayAskForAFullPageOfPresence(t *testing.T) {
 	a, b := twoReplicas(t)
@@ -199,7 +199,7 @@ func TestAReplicaMayAskForAFullPageOfPresence(t *testing.T) {
 	}
 }
 
-// L.3: only a replica of the cluster may ask for presence.
+// Only a replica of the cluster may ask for presence.
 func TestOnlyAReplicaMayAskForPresence(t *testing.T) {
 	a, _ := twoReplicas(t)
 	if r := a.do("POST", api.PresencePath, a.ownerKey, `{"deviceIds":[]}`); r.Status != http.StatusForbidden {
@@ -207,7 +207,7 @@ func TestOnlyAReplicaMayAskForPresence(t *testing.T) {
 	}
 }
 
-// L.2: a streamed write posted to the replica that does not hold the
+// A streamed write posted to the replica that does not hold the
 // device: the accepted line comes back through the hop before a byte of
 // the body is sent, and the body reaches the device whole, in parts.
 func TestAStreamedWriteIsForwardedWhileItsBodyArrives(t *testing.T) {
@@ -255,7 +255,7 @@ func runVia(t *testing.T, via *wsLane, fd *fakeDevice, key string) map[string]an
 	return s.next()
 }
 
-// L.2: a replica remembers where a device it forwards for is held. When
+// A replica remembers where a device it forwards for is held. When
 // the device has moved, the replica it remembers sends the request back
 // unread (421), and the forward follows the registry to the device's new
 // replica: the instruction runs there, once, and never on the old one.
@@ -288,7 +288,7 @@ func TestAForwardFollowsADeviceThatMoved(t *testing.T) {
 	}
 }
 
-// L.2: the registry names a replica that does not hold the device's
+// The registry names a replica that does not hold the device's
 // connection (its socket died and the lease is not yet released). The
 // replica sends the forward back unread both times it is asked; a small
 // instruction then settles where it was posted as not connected, and a
@@ -321,7 +321,7 @@ func TestAForwardTheHolderSendsBackIsNeverDispatchedThere(t *testing.T) {
 	}
 }
 
-// L.2: a route that names a replica nothing listens at any more is
+// A route that names a replica nothing listens at any more is
 // forgotten, and the request follows the registry at once.
 func TestARouteToAGoneReplicaIsForgotten(t *testing.T) {
 	a, b := twoReplicas(t)

@@ -64,7 +64,7 @@ func staleHeartbeat(t *testing.T, l *wsLane, replica string) {
 	}
 }
 
-// L.4: a device that reconnects while another replica still holds its
+// A device that reconnects while another replica still holds its
 // lease is let in at once when that replica is gone, and refused
 // already_connected, as on one replica, while it may still be live.
 func TestALeaseAnotherReplicaHoldsIsTakenOverAtOnceWhenThatReplicaIsGone(t *testing.T) {
@@ -108,7 +108,7 @@ func TestALeaseAnotherReplicaHoldsIsTakenOverAtOnceWhenThatReplicaIsGone(t *test
 	}
 }
 
-// L.4: a replica keeps the lease of a connection that is live: a second
+// A replica keeps the lease of a connection that is live: a second
 // executor instance reaching another replica is refused already_connected,
 // and the first connection keeps working.
 func TestAReplicaKeepsTheLeaseOfALiveConnection(t *testing.T) {
@@ -133,7 +133,7 @@ func TestAReplicaKeepsTheLeaseOfALiveConnection(t *testing.T) {
 	}
 }
 
-// L.4: the handover endpoint answers only a replica of the cluster.
+// The handover endpoint answers only a replica of the cluster.
 func TestOnlyAReplicaMayAskForALease(t *testing.T) {
 	a, _ := twoReplicas(t)
 	fd := a.enroll()

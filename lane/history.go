@@ -126,10 +126,10 @@ func (h *historian) run() {
 				// transaction: one commit for many settlements.
 				gather = h.cfg.clock.NewTimer(historyGather)
 			}
-		case <-timerC(gather):
+		case <-clock.C(gather):
 			gather = nil
 			write()
-		case <-timerC(retry):
+		case <-clock.C(retry):
 			retry = nil
 			write()
 		case <-prune.C():

@@ -79,7 +79,7 @@ func newTestLane(t testing.TB, mutate ...func(*Config)) *testLane {
 // asynchronous: flush first).
 func (l *testLane) auditRows(f store.AuditFilter) []store.AuditEvent {
 	l.t.Helper()
-	l.srv.audits.flush()
+	l.srv.audits.Flush()
 	rows, err := l.store.AuditEvents(l.t.Context(), f)
 	if err != nil {
 		l.t.Fatal(err)

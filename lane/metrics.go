@@ -73,6 +73,13 @@ var refusals = map[EventName]string{
 	EventRateLimited:      "enroll_rate",
 }
 
+// isRefusal reports whether event records a refusal: the audit writer
+// merges identical ones into one row with a count (audit.Window).
+func isRefusal(event string) bool {
+	_, ok := refusals[EventName(event)]
+	return ok
+}
+
 // Count is one labelled counter value of a Metrics snapshot.
 type Count struct {
 	Labels [2]string // the two label values, in the order the field documents
@@ -121,7 +128,7 @@ func (s *Server) Metrics() Metrics {
 	}
 	m.PreAuthSockets, m.Draining = s.preAuth, s.draining
 	s.mu.Unlock()
-	m.AuditRowsDropped = s.audits.droppedTotal.Load()
+	m.AuditRowsDropped = s.audits.Dropped()
 	m.HistoryRowsDropped = s.history.droppedTotal.Load()
 	m.DeliveryOverflows = s.metrics.deliveryOverflows.Load()
 	for _, d := range devices {

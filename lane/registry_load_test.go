@@ -7,7 +7,7 @@ import (
 	"github.com/sema-agent/sema/lane/store/sqlite"
 )
 
-// H.5: under 500 concurrent handshakes the SQLite registry holds a small,
+// Under 500 concurrent handshakes the SQLite registry holds a small,
 // fixed number of files open, and a full pool waits: every hello gets its
 // helloAck (before, each concurrent operation opened a connection and the
 // open files grew with the load until hellos were refused auth_failed).

@@ -60,7 +60,7 @@ func (h *hookStore) renewalRounds() (single int, rounds []int) {
 	return h.renewals.single, append([]int(nil), h.renewals.rounds...)
 }
 
-// M.2: heartbeats never write the registry; every lease of the replica is
+// Heartbeats never write the registry; every lease of the replica is
 // renewed in one statement per round, a third of the lease TTL (§1.4).
 func TestHeartbeatsDoNotWriteTheRegistry(t *testing.T) {
 	hooks := &hookStore{}

@@ -64,7 +64,7 @@ func thisReplica(t *testing.T, l *wsLane) (store.Replica, bool) {
 	return store.Replica{}, false
 }
 
-// L.1: a replica with an advertise URL has a row in the registry from New
+// A replica with an advertise URL has a row in the registry from New
 // on, reached at that URL; a renewal round beats its heartbeat, and
 // registers it again if the row went; Shutdown marks it draining first,
 // releases its leases, and removes it last.

@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/lane/audit"
 	"github.com/sema-agent/sema/lane/cluster"
 	"github.com/sema-agent/sema/lane/store"
 )
@@ -16,7 +17,7 @@ type Server struct {
 	cfg    Config
 	store  store.Store
 	log    *slog.Logger
-	audits *auditor
+	audits *audit.Writer
 	// history writes a row for every settled instruction (history.go).
 	history *historian
 	// revocations, when not nil, counts device revocations in a registry
@@ -92,7 +93,7 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.audits = startAuditor(auditorConfig{store: cfg.Store, log: cfg.Logger, clock: cfg.Clock, retention: cfg.AuditRetention, keep: cfg.AuditKeep})
+	s.audits = audit.Start(audit.Config{Store: cfg.Store, Logger: cfg.Logger, Clock: cfg.Clock, Retention: cfg.AuditRetention, Keep: cfg.AuditKeep, Merge: isRefusal})
 	s.history = startHistorian(historianConfig{store: cfg.Store, log: cfg.Logger, clock: cfg.Clock, retention: cfg.HistoryRetention})
 	s.leases.store = cfg.Store
 	s.renewer = startLeaseRenewer(s)
@@ -100,5 +101,5 @@ func New(cfg Config) (*Server, error) {
 	return s, nil
 }
 
-// audit queues an audit row; it never blocks the caller (see auditor).
-func (s *Server) audit(_ context.Context, e store.AuditEvent) { s.metrics.audit(e); s.audits.add(e) }
+// audit queues an audit row; it never blocks the caller (see audit.Writer).
+func (s *Server) audit(_ context.Context, e store.AuditEvent) { s.metrics.audit(e); s.audits.Add(e) }

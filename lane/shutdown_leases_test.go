@@ -67,7 +67,7 @@ func (l *wsLane) activeDevices(fleet []*fakeDevice) int {
 	return n
 }
 
-// H.7: Shutdown releases every lease this replica holds in one statement,
+// Shutdown releases every lease this replica holds in one statement,
 // not one per connection, so the next start of the replica takes every
 // device back at once instead of refusing it already_connected until the
 // lease expires (before, 9,331 of 10,000 releases ran out of time).
@@ -106,7 +106,7 @@ func TestShutdownReleasesEveryLeaseInOneStatement(t *testing.T) {
 // shutdown-fleet sets it to 10000).
 const fleetEnv = "LANE_SHUTDOWN_FLEET"
 
-// H.7 at full size: 10,000 devices connected from a child process (10,000
+// The same at full size: 10,000 devices connected from a child process (10,000
 // sockets at each end do not fit one process's 20,000 files), SIGTERM's
 // Shutdown, then every device's lease is free for the next process.
 func TestShutdownReleasesTheLeasesOfAFullFleet(t *testing.T) {
@@ -146,7 +146,7 @@ func TestShutdownReleasesTheLeasesOfAFullFleet(t *testing.T) {
 	if one != 0 || bulk != 1 || held != 0 {
 		t.Fatalf("%d leases still held after Shutdown (%d single releases, %d bulk); want 0 held, 0 single, 1 bulk", held, one, bulk)
 	}
-	// H.8 on the way: the burst of connects and the burst of disconnects
+	// On the way: the burst of connects and the burst of disconnects
 	// lost no audit row (Shutdown wrote what was queued).
 	for _, event := range []string{"device.connected", "device.disconnected"} {
 		rows, err := l.store.AuditEvents(context.Background(), store.AuditFilter{Event: event, Limit: 2 * n})

@@ -169,7 +169,7 @@ func (s *Server) Shutdown(ctx context.Context) error {
 		s.forwarder.Close()
 	}
 	// Every call has settled: the history's last rows are queued.
-	s.shutdownMu.Do(func() { s.history.close(); s.audits.close() })
+	s.shutdownMu.Do(func() { s.history.close(); s.audits.Close() })
 	return err
 }
 

@@ -454,7 +454,7 @@ func (lateTimer) Stop() bool          { return true }
 
 // A context that ends after the TTL has passed, before the session's timer
 // fired: the ask ends expired (the deadline came first) and the session
-// goes on — it used to panic with its lock held.
+// goes on; it never panics with its lock held.
 func TestSessionCancelAfterALateDeadline(t *testing.T) {
 	hostEnd, devEnd := transports[0].pair(t)
 	clk := lateClock{clock.NewFake(t0)}

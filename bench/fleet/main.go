@@ -1,5 +1,5 @@
-// Command fleet measures the lane with a fleet of devices connected (issue
-// M item 3), through the path users take: a real `sema server` child
+// Command fleet measures the lane with a fleet of devices connected,
+// through the path users take: a real `sema server` child
 // process with its SQLite registry, one real `sema device serve`, and N
 // devices as goroutines in this process speaking the real protocol (their
 // own keys, signed hellos, generationAck, heartbeats at the lane's

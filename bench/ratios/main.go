@@ -3,7 +3,7 @@
 //
 //	go run ./bench/ratios [-size 1G] [-rounds 1] [-rows all] [-inprocess=true] [-markdown]
 //
-// The user's-path rows (issue 13 item 2) build the sema binary once, start
+// The user's-path rows (bench.UserRows) build the sema binary once, start
 // a real `sema server` and a real `sema device serve` as child processes on
 // loopback and drive them as a user does — the `sema` CLI, or a plain HTTP
 // client — beside ssh to 127.0.0.1 over one multiplexed connection

@@ -162,7 +162,7 @@ func TestGateWithoutDevice(t *testing.T) {
 	ctx := testCtx(t)
 	fc := watch(clock.NewFake(epoch))
 	ws := t.TempDir()
-	tg, err := approve.ParseTarget("unix:" + t.TempDir() + "/nobody.sock")
+	tg, err := approve.ParseTarget("unix:"+t.TempDir()+"/nobody.sock", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -291,12 +291,12 @@ func TestGateReconnects(t *testing.T) {
 
 func TestTargets(t *testing.T) {
 	for _, bad := range []string{"", "unix:", "unix:relative.sock", "tcp:127.0.0.1:1", "nocolon"} {
-		if _, err := approve.ParseTarget(bad); err == nil {
+		if _, err := approve.ParseTarget(bad, bleadapter.Host{}); err == nil {
 			t.Errorf("ParseTarget(%q) accepted", bad)
 		}
 	}
 	for _, bad := range []string{"serial:ttyACM0", "serial:/dev/ttyACM0@fast", "serial:/dev/ttyACM0@0"} {
-		if _, err := approve.ParseTarget(bad); err == nil {
+		if _, err := approve.ParseTarget(bad, bleadapter.Host{}); err == nil {
 			t.Errorf("ParseTarget(%q) accepted", bad)
 		}
 	}
@@ -306,11 +306,11 @@ func TestTargets(t *testing.T) {
 		"ble:hci0":              "six two-digit hex bytes",
 		"ble:6eadc0de-0001-4a21-9c5e-1b7f3d9e42a0": "macOS",
 	} {
-		if _, err := approve.ParseTarget(bad); err == nil || !strings.Contains(err.Error(), says) || !strings.Contains(err.Error(), bad) {
+		if _, err := approve.ParseTarget(bad, bleadapter.Host{}); err == nil || !strings.Contains(err.Error(), says) || !strings.Contains(err.Error(), bad) {
 			t.Errorf("ParseTarget(%q): %v; want an error naming it and saying %q", bad, err, says)
 		}
 	}
-	tg, err := approve.ParseTarget("ble:aa:bb:cc:dd:ee:ff")
+	tg, err := approve.ParseTarget("ble:aa:bb:cc:dd:ee:ff", bleadapter.Host{})
 	if err != nil || tg.String() != "ble:AA:BB:CC:DD:EE:FF" {
 		t.Fatalf("%v %v", tg, err)
 	}
@@ -339,7 +339,7 @@ func TestOpenBLEWithoutBluetooth(t *testing.T) {
 		t.Skip("no Bluetooth LE in this build (TestTargets checks the refusal)")
 	}
 	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path="+t.TempDir()+"/no-system-bus")
-	tg, err := approve.ParseTarget("ble:AA:BB:CC:DD:EE:FF")
+	tg, err := approve.ParseTarget("ble:AA:BB:CC:DD:EE:FF", bleadapter.Host{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -362,7 +362,7 @@ func TestGateBLEWithoutBluetooth(t *testing.T) {
 	t.Setenv("DBUS_SYSTEM_BUS_ADDRESS", "unix:path="+t.TempDir()+"/no-system-bus")
 	ctx := testCtx(t)
 	fc := watch(clock.NewFake(epoch))
-	tg, err := approve.ParseTarget("ble:AA:BB:CC:DD:EE:FF")
+	tg, err := approve.ParseTarget("ble:AA:BB:CC:DD:EE:FF", bleadapter.Host{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -438,5 +438,17 @@ func TestGateHoldsThePayloadOfAWaitingWrite(t *testing.T) {
 				wantDenied(t, wait(ctx, t, out), "denied")
 			}
 		})
+	}
+}
+
+// Without a Bluetooth transport (a program that links none), a ble target
+// is refused as not available in this build, naming the target.
+func TestABLETargetNeedsATransport(t *testing.T) {
+	_, err := approve.ParseTarget("ble:AA:BB:CC:DD:EE:FF", nil)
+	if !errors.Is(err, approve.ErrNotAvailable) || !strings.Contains(err.Error(), "ble:AA:BB:CC:DD:EE:FF") {
+		t.Fatalf("ParseTarget without a transport: %v", err)
+	}
+	if _, err := approve.ParseTarget("unix:/run/approve.sock", nil); err != nil {
+		t.Fatalf("a unix target needs no transport: %v", err)
 	}
 }

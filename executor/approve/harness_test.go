@@ -81,7 +81,7 @@ func (d *simDevice) close() {
 }
 
 func (d *simDevice) target() approve.Target {
-	t, err := approve.ParseTarget("unix:" + d.path)
+	t, err := approve.ParseTarget("unix:"+d.path, nil)
 	if err != nil {
 		d.t.Fatal(err)
 	}

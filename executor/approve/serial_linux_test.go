@@ -48,7 +48,7 @@ func TestGateOverASerialPort(t *testing.T) {
 	}
 	sc := nexting.ServeSim(master, sim, clk)
 	t.Cleanup(func() { sc.Close() })
-	tg, err := approve.ParseTarget("serial:" + slave + "@115200")
+	tg, err := approve.ParseTarget("serial:"+slave+"@115200", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

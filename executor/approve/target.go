@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/sema-agent/sema/nexting"
-	"github.com/sema-agent/sema/nexting/bleadapter"
 )
 
 // Target is where the approval device is reached, as given to
@@ -22,6 +21,21 @@ import (
 type Target struct {
 	Scheme string // "unix", "serial" or "ble"
 	Addr   string
+
+	ble BLE // how a ble target is reached; nil: not in this build
+}
+
+// BLE is the host's Bluetooth LE, through which a ble:ADDR target is
+// reached. cmd/ passes nexting/bleadapter's (bleadapter.Host), so that this
+// package links no Bluetooth stack or D-Bus of its own.
+type BLE interface {
+	// ParseAddress checks a device address and returns it in the form the
+	// host's stack uses.
+	ParseAddress(s string) (string, error)
+	// Available is nil when this build can reach a BLE device, else why not.
+	Available() error
+	// Dial connects to the device at addr, as ParseAddress returned it.
+	Dial(ctx context.Context, addr string) (nexting.BLELink, error)
 }
 
 // ErrNotAvailable is the cause of an Open or Dial to a target kind this
@@ -29,15 +43,16 @@ type Target struct {
 var ErrNotAvailable = errors.New("not available in this build")
 
 // ParseTarget parses unix:PATH, serial:DEV[@BAUD] or ble:ADDR. Paths must be
-// absolute; ADDR must be a Bluetooth address, six hex bytes separated by
-// colons (bleadapter.ParseAddress; kept upper case). A ble target parses on
-// every platform; Available says whether this build can reach it.
-func ParseTarget(s string) (Target, error) {
+// absolute; ADDR must be a Bluetooth address as ble.ParseAddress accepts it
+// (bleadapter.Host: six hex bytes separated by colons, kept upper case). A
+// ble target parses wherever ble is given; Available says whether this
+// build can reach it. ble may be nil when no ble target is expected.
+func ParseTarget(s string, ble BLE) (Target, error) {
 	scheme, addr, ok := strings.Cut(s, ":")
 	if !ok || addr == "" {
 		return Target{}, fmt.Errorf("approval device %q: want unix:PATH, serial:DEV or ble:ADDR", s)
 	}
-	t := Target{Scheme: scheme, Addr: addr}
+	t := Target{Scheme: scheme, Addr: addr, ble: ble}
 	switch scheme {
 	case "unix":
 		if !strings.HasPrefix(addr, "/") {
@@ -52,7 +67,10 @@ func ParseTarget(s string) (Target, error) {
 			return Target{}, fmt.Errorf("approval device %q: the serial device path must be absolute", s)
 		}
 	case "ble":
-		a, err := bleadapter.ParseAddress(addr)
+		if ble == nil {
+			return Target{}, fmt.Errorf("approval device %q: Bluetooth LE is %w (no Bluetooth transport given); use unix:PATH or serial:DEV", s, ErrNotAvailable)
+		}
+		a, err := ble.ParseAddress(addr)
 		if err != nil {
 			return Target{}, fmt.Errorf("approval device %q: %v", s, err)
 		}
@@ -82,8 +100,11 @@ func (t Target) Available() error {
 	case "unix", "serial":
 		return nil
 	case "ble":
-		if !bleadapter.Supported {
-			return fmt.Errorf("approval device %s: Bluetooth LE is %w (%v); use unix:PATH or serial:DEV", t, ErrNotAvailable, bleadapter.ErrUnsupported)
+		if t.ble == nil {
+			return fmt.Errorf("approval device %s: Bluetooth LE is %w (no Bluetooth transport given); use unix:PATH or serial:DEV", t, ErrNotAvailable)
+		}
+		if err := t.ble.Available(); err != nil {
+			return fmt.Errorf("approval device %s: Bluetooth LE is %w (%v); use unix:PATH or serial:DEV", t, ErrNotAvailable, err)
 		}
 		return nil
 	}
@@ -93,9 +114,9 @@ func (t Target) Available() error {
 // Open connects to the device and starts a host session on it
 // (Config.Open). unix and serial are byte streams: Dial, then
 // nexting.OpenStream, which reads the Device Info line first. ble is a
-// GATT link: bleadapter.Dial (it refuses a device the host has not paired
-// and bonded with), then nexting.OpenBLE, which reads the Device Info
-// characteristic.
+// GATT link: the BLE's Dial (bleadapter's refuses a device the host has not
+// paired and bonded with), then nexting.OpenBLE, which reads the Device
+// Info characteristic.
 func (t Target) Open(ctx context.Context, cfg nexting.SessionConfig) (*nexting.Session, error) {
 	if t.Scheme != "ble" {
 		rw, err := t.Dial(ctx)
@@ -107,7 +128,7 @@ func (t Target) Open(ctx context.Context, cfg nexting.SessionConfig) (*nexting.S
 	if err := t.Available(); err != nil {
 		return nil, err
 	}
-	link, err := bleadapter.Dial(ctx, t.Addr)
+	link, err := t.ble.Dial(ctx, t.Addr)
 	if err != nil {
 		return nil, fmt.Errorf("approval device %s: %w", t, err)
 	}

@@ -34,6 +34,15 @@ type Timer interface {
 	Stop() bool
 }
 
+// C is t's channel, nil (a receive that never fires, in a select) when
+// t is nil: a loop that arms a timer only sometimes selects on C(t).
+func C(t Timer) <-chan time.Time {
+	if t == nil {
+		return nil
+	}
+	return t.C()
+}
+
 // Real is the system clock.
 type Real struct{}
 

@@ -76,3 +76,15 @@ func TestFakeWaitTimer(t *testing.T) {
 		t.Fatal("WaitTimer found a timer nobody armed")
 	}
 }
+
+// C of no timer never fires; C of a timer is its channel.
+func TestCOfNoTimerIsNil(t *testing.T) {
+	if C(nil) != nil {
+		t.Fatal("C(nil) is not nil")
+	}
+	fc := NewFake(time.Unix(0, 0))
+	tm := fc.NewTimer(time.Second)
+	if C(tm) != tm.C() {
+		t.Fatal("C(t) is not t.C()")
+	}
+}

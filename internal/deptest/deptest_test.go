@@ -33,6 +33,11 @@ var rules = []rule{
 		},
 	},
 	{
+		why:       "the audit writer is the core's sink and knows nothing of the core or its doors",
+		from:      []string{module + "/lane/audit"},
+		forbidden: []string{module + "/lane", module + "/lane/httpapi"},
+	},
+	{
 		why:       "the wire contract and the API's shapes do no I/O over HTTP",
 		from:      []string{module + "/protocol/...", module + "/api/..."},
 		forbidden: []string{"net/http"},
@@ -46,10 +51,7 @@ var rules = []rule{
 		why:       "library packages do not pull in BLE or D-Bus: cmd/ wires the BLE transport in",
 		from:      []string{module + "/executor/...", module + "/device/...", module + "/lane/...", module + "/nexting/...", module + "/client/...", module + "/mcp/..."},
 		forbidden: []string{"tinygo.org/x/bluetooth/...", "github.com/godbus/dbus/..."},
-		except: []string{
-			module + "/nexting/bleadapter", // the BLE transport itself
-			module + "/executor/approve",   // still picks the BLE transport itself
-		},
+		except:    []string{module + "/nexting/bleadapter"}, // the BLE transport itself
 	},
 }
 

@@ -60,7 +60,7 @@ func forwardTo(t *testing.T, base string, whole bool) (status int, body string, 
 	return resp.StatusCode, body, answered
 }
 
-// L.2: a holder that cannot be reached got nothing: the forward says so
+// A holder that cannot be reached got nothing: the forward says so
 // and leaves the caller's answer to the lane.
 func TestAForwardThatNeverReachedTheHolderIsUnreached(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -76,7 +76,7 @@ func TestAForwardThatNeverReachedTheHolderIsUnreached(t *testing.T) {
 	}
 }
 
-// L.2: a replica that does not hold the device sends the request back
+// A replica that does not hold the device sends the request back
 // unread (421 with HeaderMisdirected): the forward says so and the caller
 // is not answered, so the lane may route the request again. A 421 without
 // the header is an answer like any other.
@@ -102,7 +102,7 @@ func TestAMisdirectedForwardIsNotAnswered(t *testing.T) {
 	}
 }
 
-// L.2: a holder that read the request and died before answering may have
+// A holder that read the request and died before answering may have
 // run it: Unknown answers, never Unreached (which would invite a retry).
 func TestAForwardTheHolderDiedOnIsUnknown(t *testing.T) {
 	holder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -118,7 +118,7 @@ func TestAForwardTheHolderDiedOnIsUnknown(t *testing.T) {
 	}
 }
 
-// L.2: a holder that dies mid-stream breaks the caller's stream: the lines
+// A holder that dies mid-stream breaks the caller's stream: the lines
 // it sent arrive, and the stream does not end as if complete.
 func TestAHolderDyingMidStreamBreaksTheCallersStream(t *testing.T) {
 	holder := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -4,9 +4,13 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"github.com/sema-agent/sema/api"
 	"io"
 	"net/http"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/sema-agent/sema/api"
 
 	"github.com/go-json-experiment/json/jsontext"
 )
@@ -21,6 +25,29 @@ type bodyField struct {
 	required bool
 	// check returns what is wrong with a value, or "".
 	check func(string) string
+}
+
+// fieldsOf is the closed body whose shape is the struct T of api/: its
+// string fields' JSON keys, in order, required unless omitempty, each with
+// its check from checks. T and checks must name the same keys; they are
+// fixed at build time, so a mismatch panics when the package starts.
+func fieldsOf[T any](checks map[string]func(string) string) []bodyField {
+	typ := reflect.TypeFor[T]()
+	fields := make([]bodyField, 0, typ.NumField())
+	for sf := range typ.Fields() {
+		name, opts, _ := strings.Cut(sf.Tag.Get("json"), ",")
+		check, ok := checks[name]
+		if sf.Type.Kind() != reflect.String || name == "" || name == "-" || !ok {
+			panic(fmt.Sprintf("httpapi: %s.%s (key %q) is not a string field with a check", typ, sf.Name, name))
+		}
+		fields = append(fields, bodyField{name: name, required: !slices.Contains(strings.Split(opts, ","), "omitempty"), check: check})
+	}
+	for name := range checks {
+		if !known(fields, name) {
+			panic(fmt.Sprintf("httpapi: a check for key %q, which %s does not have", name, typ))
+		}
+	}
+	return fields
 }
 
 // readBody reads a request body of at most maxBodyBytes.

@@ -5,11 +5,14 @@
 // text and the MCP face. The shapes it reads and writes are package api's.
 //
 // Where to start reading: New (httpapi.go) builds the routes over one
-// lane.Server. A request is authenticated (httpapi.go), its body read
-// within the content budget (budget.go, instruction_body.go) and parsed
-// (body.go, instructions_http.go), and handed to the core
-// (lane.Server.DispatchAs); the Call it gets back is written to the caller
-// as NDJSON (events_http.go) until it settles. A device another replica
-// holds is forwarded there (forward.go). Refusals are api.Error answers
-// (httperr.go).
+// lane.Server. One instruction, file by file in order: httpapi.go routes
+// POST /v1/devices/{id}/instructions; forward.go sends it to the replica
+// that holds the device when that is another (routed); httpapi.go
+// authenticates it; instructions_http.go (postInstruction) reads its body
+// within the content budget (budget.go, instruction_body.go), parses it
+// and hands it to the core (dispatchHTTP: lane.Server.DispatchFor; the walk
+// through package lane is in its doc); events_http.go (streamCall) writes
+// the Call it returns to the caller as NDJSON until it settles.
+// Refusals are api.Error answers (httperr.go); closed request bodies are
+// parsed by body.go, each the shape of a struct of package api.
 package httpapi

@@ -57,30 +57,31 @@ func (s *API) issueEnrollToken(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, api.EnrollTokenResponse{Token: token, ExpiresAt: api.WireTime(tok.ExpiresAt), TTLSec: int64(tok.TTL / time.Second)})
 }
 
-// enrollFields is the closed body of POST /v1/devices/enroll (§1.1).
-var enrollFields = []bodyField{
-	{name: "token", required: true, check: func(v string) string {
+// enrollFields is the closed body of POST /v1/devices/enroll (§1.1): the
+// keys of api.EnrollRequest, each with the check of its value.
+var enrollFields = fieldsOf[api.EnrollRequest](map[string]func(string) string{
+	"token": func(v string) string {
 		if n := utf8.RuneCountInString(v); n < 1 || n > 256 {
 			return "must be 1–256 characters"
 		}
 		return ""
-	}},
-	{name: "pubkey", required: true, check: checkPubkey},
-	{name: "platformOs", required: true, check: func(v string) string {
+	},
+	"pubkey": checkPubkey,
+	"platformOs": func(v string) string {
 		if !protocol.PlatformOS(v).Valid() {
 			return `must be "darwin" or "linux"`
 		}
 		return ""
-	}},
-	{name: "platformArch", check: maxBytes(32)},
-	{name: "displayName", check: maxBytes(255)},
-	{name: "workspaceRoot", required: true, check: func(v string) string {
+	},
+	"platformArch": maxBytes(32),
+	"displayName":  maxBytes(255),
+	"workspaceRoot": func(v string) string {
 		if v == "" {
 			return "must not be empty"
 		}
 		return maxBytes(1024)(v)
-	}},
-}
+	},
+})
 
 // checkPubkey: the raw 32-byte Ed25519 public key in canonical standard
 // base64 (44 characters): no whitespace, no other alphabet, exact padding.

@@ -10,7 +10,7 @@ import (
 	"github.com/sema-agent/sema/device"
 )
 
-// Issue H items 1 and 2, through the real binaries: containment is on by
+// Through the real binaries: containment is on by
 // default, and the device's own files never leave through the lane.
 func TestServeContainsByDefault(t *testing.T) {
 	s := startServer(t, t.TempDir())

@@ -12,7 +12,7 @@ import (
 )
 
 // goodbyeRuns is how many times TestServeSIGTERMSaysGoodbyeEveryTime stops
-// an idle executor (the issue's count: the lost goodbye showed in 2 of 4).
+// an idle executor (enough runs that a goodbye lost in 2 of 4 would show).
 const goodbyeRuns = 50
 
 // §1.6 / R15: SIGTERM to an idle `sema device serve` puts goodbye on the

@@ -20,7 +20,7 @@ func (s *laneServer) semaAs(t *testing.T, apiKey string, stdin io.Reader, args .
 
 var apiKeyLine = regexp.MustCompile(`^sema_[A-Za-z0-9_-]{43}\n$`)
 
-// Issue K through the binary: `sema server`'s first identity is the admin;
+// Identities through the binary: `sema server`'s first identity is the admin;
 // it creates an identity whose key is printed alone on stdout, once; the
 // new identity cannot manage identities; it creates, lists and revokes its
 // own keys, and a revoked key is refused at once.

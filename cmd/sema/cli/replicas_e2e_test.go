@@ -153,7 +153,7 @@ func ledger(t *testing.T, path string) []string {
 	return lines
 }
 
-// Issue L item 5: three replicas of `sema server --postgres` on one
+// Three replicas of `sema server --postgres` on one
 // registry behind a TCP load balancer, a real `sema device serve` held by
 // each. Every replica dispatches to every device, with `sema run` and an
 // MCP client; one replica is killed with an instruction in flight that

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sema-agent/sema/executor"
 	"github.com/sema-agent/sema/executor/approve"
+	"github.com/sema-agent/sema/nexting/bleadapter"
 )
 
 // approveFlags are serve's approval-device flags (docs/executor.md,
@@ -35,7 +36,7 @@ func (f *approveFlags) check() error {
 		}
 		return nil
 	}
-	t, err := approve.ParseTarget(f.target)
+	t, err := approve.ParseTarget(f.target, bleadapter.Host{})
 	if err != nil {
 		return usageError{err}
 	}

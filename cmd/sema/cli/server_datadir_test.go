@@ -12,7 +12,7 @@ import (
 	"github.com/sema-agent/sema/lane/store/sqlite"
 )
 
-// H.6: a second `sema server` on a data dir exits 1 at once, naming the
+// A second `sema server` on a data dir exits 1 at once, naming the
 // server that holds it, whatever the registry; it never listens.
 func TestASecondServerOnOneDataDirExits1NamingTheFirst(t *testing.T) {
 	data := t.TempDir()
@@ -49,7 +49,7 @@ func TestTheDataDirLockDiesWithItsServer(t *testing.T) {
 	}
 }
 
-// H.8: --audit-retention prunes old rows, but never the record of the
+// --audit-retention prunes old rows, but never the record of the
 // first start: a restart after the retention prints no second admin key.
 func TestAuditRetentionKeepsTheFirstStartsRecord(t *testing.T) {
 	data := t.TempDir()

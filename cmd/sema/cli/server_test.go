@@ -43,7 +43,7 @@ func TestServerOnPostgres(t *testing.T) {
 	if _, sqlite := os.Stat(filepath.Join(data, "sema.db")); sqlite == nil {
 		t.Error("a SQLite file was created")
 	}
-	// Issue L: the server is a replica, reached at its listen address.
+	// The server is a replica, reached at its listen address.
 	var advertised string
 	if err := admin.QueryRowContext(t.Context(), "SELECT advertise_url FROM "+schema+".replicas").Scan(&advertised); err != nil || advertised != s.url {
 		t.Errorf("the replica's row: %q, %v; want one, advertising %s", advertised, err, s.url)

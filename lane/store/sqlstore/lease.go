@@ -147,7 +147,7 @@ func (s *Store) ReleaseAllLeases(ctx context.Context) (int64, error) {
 }
 
 // RenewReplicaLeases renews every live lease a replica holds, in one
-// statement: the heartbeat path no longer writes the registry.
+// statement: the heartbeat path does not write the registry.
 func (s *Store) RenewReplicaLeases(ctx context.Context, replica string, ttl time.Duration) ([]store.HeldLease, error) {
 	if replica == "" {
 		return nil, fmt.Errorf("%s: renew replica leases: no replica named", s.d.Name)

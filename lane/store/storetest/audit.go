@@ -49,7 +49,7 @@ func auditCount(t *testing.T, s Backend, where string) int {
 	return n
 }
 
-// H.8: a refusal row names the address it came from and how many
+// A refusal row names the address it came from and how many
 // identical refusals it stands for; a row written without a count counts
 // one.
 func testAuditRemoteAndCount(t *testing.T, s Backend) {
@@ -70,7 +70,7 @@ func testAuditRemoteAndCount(t *testing.T, s Backend) {
 	}
 }
 
-// H.8: the auditor writes its queue in batches: one call, one transaction,
+// The auditor writes its queue in batches: one call, one transaction,
 // 15,000 rows, none lost.
 func testAuditBatch(t *testing.T, s Backend) {
 	const n = 15000
@@ -93,7 +93,7 @@ func testAuditBatch(t *testing.T, s Backend) {
 	}
 }
 
-// H.8: retention is measured by the database clock: rows are aged here by
+// Retention is measured by the database clock: rows are aged here by
 // moving their database timestamps back (and sealing the chain again, as
 // the aging is an edit), and PruneAudit compares them with the database's
 // now. The events in keep are never pruned; the chain stays verifiable

@@ -161,7 +161,7 @@ func leasesHeld(t *testing.T, s Backend) int {
 	return n
 }
 
-// H.7: a replica shutting down drops every lease it holds in one
+// A replica shutting down drops every lease it holds in one
 // statement, 10,000 here; the leases of another replica, and one another
 // replica took over from it, are untouched.
 func testReleaseReplicaLeases(t *testing.T, s Backend) {
@@ -210,7 +210,7 @@ func takeOverFromA(t *testing.T, s Backend, device string) {
 	}
 }
 
-// M.2: a replica renews every lease it holds in one statement, 10,000
+// A replica renews every lease it holds in one statement, 10,000
 // here, and learns which it still holds; a lease another replica took over
 // is neither renewed nor reported, and an expired lease of its own is
 // renewed (no one took it).
@@ -256,7 +256,7 @@ func testRenewReplicaLeases(t *testing.T, s Backend) {
 	}
 }
 
-// M.4: a batch of lease requests is decided in one transaction, each as
+// A batch of lease requests is decided in one transaction, each as
 // AcquireLease would decide it alone, the answers in the requests' order;
 // two requests for one device are decided one after the other.
 func testAcquireLeasesDecidesEachRequest(t *testing.T, s Backend) {

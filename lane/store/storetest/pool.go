@@ -22,7 +22,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 	}
 }
 
-// H.5: the pool that writes is bounded, and a caller that finds it full
+// The pool that writes is bounded, and a caller that finds it full
 // waits for a connection as long as its own context allows: it never fails
 // for want of one, and never opens another.
 func testFullPoolWaits(t *testing.T, s Backend) {

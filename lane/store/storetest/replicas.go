@@ -11,7 +11,7 @@ import (
 	"github.com/sema-agent/sema/lane/store"
 )
 
-// L.1: a replica has a row with the URL its peers reach it at and a
+// A replica has a row with the URL its peers reach it at and a
 // heartbeat by the database clock; a row whose heartbeat is older than the
 // bound is listed, not live; draining is a mark; a removed replica's
 // heartbeat is refused until it registers again.
@@ -91,7 +91,7 @@ func testReplicasHaveARowAndAHeartbeat(t *testing.T, s Backend) {
 	}
 }
 
-// L.4: the rows of replicas dead for longer than the bound are pruned,
+// The rows of replicas dead for longer than the bound are pruned,
 // and only those.
 func testReplicasDeadLongArePruned(t *testing.T, s Backend) {
 	for _, id := range []string{"rep_live", "rep_dead", "rep_recent"} {
@@ -126,7 +126,7 @@ func replicaNamed(t *testing.T, all []store.Replica, id string) store.Replica {
 	return store.Replica{}
 }
 
-// L.3: the registry's presence: a device row says whether a live lease is
+// The registry's presence: a device row says whether a live lease is
 // held on it and by which replica, by the database clock; a refused lease
 // names the holder that keeps it, and its replica.
 func testADeviceRowTellsItsLiveLeaseAndReplica(t *testing.T, s Backend) {
@@ -171,7 +171,7 @@ func testADeviceRowTellsItsLiveLeaseAndReplica(t *testing.T, s Backend) {
 	}
 }
 
-// L.2: the first cluster secret stored is every replica's, also when
+// The first cluster secret stored is every replica's, also when
 // replicas start at once.
 func testTheClusterSecretIsTheFirstOneStored(t *testing.T, s Backend) {
 	if _, err := s.ClusterSecrets(ctx(t), ""); err == nil {

@@ -1,9 +1,10 @@
-package lane
+package audit
 
 import (
 	"context"
 	"fmt"
-	"strings"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -12,6 +13,35 @@ import (
 	"github.com/sema-agent/sema/lane/store/sqlite"
 	"github.com/sema-agent/sema/lane/store/sqlstore"
 )
+
+// The events these tests write: one the lane merges as a refusal, one it
+// does not.
+const (
+	eventConnected      = "device.connected"
+	eventUpgradeRefused = "device.upgrade_refused"
+	eventHelloRejected  = "device.hello_rejected"
+	testRetention       = 720 * time.Hour
+	waitBound           = 10 * time.Second
+)
+
+var start = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
+
+func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
+
+// isRefusal merges what the lane merges of the events above.
+func isRefusal(event string) bool { return event == eventUpgradeRefused || event == eventHelloRejected }
+
+// eventually waits, bounded, for the writer's goroutine to have written.
+func eventually(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitBound)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting until %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
 
 // gatedStore holds the auditor's first write until the test opens the
 // gate, so that rows pile up behind it as they would behind a slow disk.
@@ -46,20 +76,20 @@ func openRegistry(t *testing.T) *sqlstore.Store {
 	return st
 }
 
-func testAuditor(t *testing.T, st store.Store, mutate func(*auditorConfig)) (*auditor, *clock.Fake) {
+func testWriter(t *testing.T, st store.Store, mutate func(*Config)) (*Writer, *clock.Fake) {
 	t.Helper()
-	clk := clock.NewFake(laneStart)
-	cfg := auditorConfig{store: st, log: quietLogger(), clock: clk, retention: DefaultConfig().AuditRetention}
+	clk := clock.NewFake(start)
+	cfg := Config{Store: st, Logger: quietLogger(), Clock: clk, Retention: testRetention, Merge: isRefusal}
 	if mutate != nil {
 		mutate(&cfg)
 	}
-	a := startAuditor(cfg)
-	t.Cleanup(a.close)
+	a := Start(cfg)
+	t.Cleanup(a.Close)
 	return a, clk
 }
 
 func connected(i int) store.AuditEvent {
-	return store.AuditEvent{DeviceID: fmt.Sprintf("dev_%05d", i), Event: string(EventConnected), RemoteAddr: "127.0.0.1"}
+	return store.AuditEvent{DeviceID: fmt.Sprintf("dev_%05d", i), Event: eventConnected, RemoteAddr: "127.0.0.1"}
 }
 
 func auditRowCount(t *testing.T, st *sqlstore.Store, where string) int {
@@ -71,26 +101,26 @@ func auditRowCount(t *testing.T, st *sqlstore.Store, where string) int {
 	return n
 }
 
-// H.8: a burst of 15,000 connects queued behind a stalled write loses no
+// A burst of 15,000 connects queued behind a stalled write loses no
 // audit row: the queue holds them and the writer writes them in batches
-// (before: a queue of 4,096 single-row inserts dropped up to 13,001).
+// (a queue of 4,096 single-row inserts would drop up to 13,001).
 func TestTheAuditorLosesNoRowOf15000Queued(t *testing.T) {
 	st := openRegistry(t)
 	gated := newGatedStore(st)
-	a, _ := testAuditor(t, gated, nil)
-	a.add(connected(0))
+	a, _ := testWriter(t, gated, nil)
+	a.Add(connected(0))
 	<-gated.entered // the writer holds row 0; the rest queue behind it
 	const n = 15000
 	for i := 1; i <= n; i++ {
-		a.add(connected(i))
+		a.Add(connected(i))
 	}
 	close(gated.gate)
-	a.flush()
+	a.Flush()
 	if got := auditRowCount(t, st, "WHERE event = 'device.connected'"); got != n+1 {
 		t.Fatalf("%d of %d rows written", got, n+1)
 	}
-	if dropped := auditRowCount(t, st, "WHERE event = '"+string(EventAuditDropped)+"'"); dropped != 0 || a.droppedTotal.Load() != 0 {
-		t.Fatalf("%d drop rows, %d dropped; want none", dropped, a.droppedTotal.Load())
+	if dropped := auditRowCount(t, st, "WHERE event = '"+EventRowsDropped+"'"); dropped != 0 || a.Dropped() != 0 {
+		t.Fatalf("%d drop rows, %d dropped; want none", dropped, a.Dropped())
 	}
 	// Its batches are appended to the audit chain, one after another.
 	rep, err := st.VerifyChain(t.Context(), "audit", nil)
@@ -99,55 +129,26 @@ func TestTheAuditorLosesNoRowOf15000Queued(t *testing.T) {
 	}
 }
 
-// H.8: when the bound drops rows (forced small here), the drop is itself an
-// audit row, counting them, and a metric.
-func TestADropIsAnAuditRowAndAMetric(t *testing.T) {
-	l := newWSLane(t)
-	st := l.store.(*sqlstore.Store)
-	gated := newGatedStore(st)
-	l.srv.audits.close() // the lane's own, replaced by one with a bound of 10
-	l.srv.audits, _ = testAuditor(t, gated, func(c *auditorConfig) { c.maxQueued = 10 })
-	l.srv.audit(context.Background(), connected(0))
-	<-gated.entered
-	for i := 1; i <= 25; i++ {
-		l.srv.audit(context.Background(), connected(i))
-	}
-	close(gated.gate)
-	l.srv.audits.flush()
-	if got := auditRowCount(t, st, "WHERE event = 'device.connected'"); got != 11 {
-		t.Fatalf("%d rows written, want the one being written and the 10 queued", got)
-	}
-	drops := l.auditRows(store.AuditFilter{Event: string(EventAuditDropped)})
-	if len(drops) != 1 || drops[0].Count != 15 || drops[0].Reason != dropQueueFull {
-		t.Fatalf("drop rows %+v, want one counting 15, reason %s", drops, dropQueueFull)
-	}
-	var metrics strings.Builder
-	l.doors.WriteMetrics(&metrics)
-	if !strings.Contains(metrics.String(), "\nsema_lane_audit_rows_dropped_total 15\n") {
-		t.Fatalf("/metrics does not count the 15 dropped rows:\n%s", metrics.String())
-	}
-}
-
-// H.8: the refusals held in a window are written when it closes, by the
+// The refusals held in a window are written when it closes, by the
 // lane's clock, as one row with their count.
 func TestAClosingWindowWritesItsRowByItself(t *testing.T) {
 	st := openRegistry(t)
-	a, clk := testAuditor(t, st, nil)
+	a, clk := testWriter(t, st, nil)
 	for range 3000 {
-		a.add(refusedUpgrade("192.0.2.1"))
+		a.Add(refusedUpgrade("192.0.2.1"))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	if _, ok := clk.WaitTimer(ctx, func(d time.Duration) bool { return d == auditWindow }); !ok {
-		t.Fatal("the auditor armed no timer for the window")
+	if _, ok := clk.WaitTimer(ctx, func(d time.Duration) bool { return d == Window }); !ok {
+		t.Fatal("the writer armed no timer for the window")
 	}
 	if n := auditRowCount(t, st, ""); n != 0 {
 		t.Fatalf("%d rows written before the window closed", n)
 	}
-	clk.Advance(auditWindow)
+	clk.Advance(Window)
 	var rows []store.AuditEvent
 	eventually(t, "the window's row is written", func() bool {
-		rows, _ = st.AuditEvents(t.Context(), store.AuditFilter{Event: string(EventUpgradeRefused)})
+		rows, _ = st.AuditEvents(t.Context(), store.AuditFilter{Event: eventUpgradeRefused})
 		return len(rows) > 0
 	})
 	if len(rows) != 1 || rows[0].Count != 3000 || rows[0].RemoteAddr != "192.0.2.1" {
@@ -155,22 +156,22 @@ func TestAClosingWindowWritesItsRowByItself(t *testing.T) {
 	}
 }
 
-// H.8: a window whose close time the clock passes while the auditor is
+// A window whose close time the clock passes while the auditor is
 // arming its timer is still written: the clock is moved at once after
 // each refusal, racing the auditor, and every round's row must appear.
 func TestAWindowClosedWhileItsTimerIsArmedIsWritten(t *testing.T) {
 	st := openRegistry(t)
-	a, clk := testAuditor(t, st, nil)
+	a, clk := testWriter(t, st, nil)
 	for round := range 50 {
-		a.add(refusedUpgrade(fmt.Sprintf("192.0.2.%d", round+1)))
-		clk.Advance(auditWindow)
+		a.Add(refusedUpgrade(fmt.Sprintf("192.0.2.%d", round+1)))
+		clk.Advance(Window)
 		eventually(t, fmt.Sprintf("round %d's row", round), func() bool {
-			return auditRowCount(t, st, "WHERE event = '"+string(EventUpgradeRefused)+"'") == round+1
+			return auditRowCount(t, st, "WHERE event = '"+eventUpgradeRefused+"'") == round+1
 		})
 	}
 }
 
-// H.8: retention. The auditor prunes at start and every hour; the age is
+// Retention. The auditor prunes at start and every hour; the age is
 // the database's (rows are aged by moving their timestamps back), and the
 // kept events stay.
 func TestTheAuditorPrunesAtStartAndEveryHour(t *testing.T) {
@@ -187,7 +188,7 @@ func TestTheAuditorPrunesAtStartAndEveryHour(t *testing.T) {
 	age("old", 2*time.Hour)
 	age("kept", 2*time.Hour)
 	age("young", 10*time.Minute)
-	_, clk := testAuditor(t, st, func(c *auditorConfig) { c.retention, c.keep = time.Hour, []string{"kept"} })
+	_, clk := testWriter(t, st, func(c *Config) { c.Retention, c.Keep = time.Hour, []string{"kept"} })
 	eventually(t, "the start prunes the old row", func() bool { return auditRowCount(t, st, "WHERE event = 'old'") == 0 })
 	if n := auditRowCount(t, st, "WHERE event IN ('kept', 'young')"); n != 2 {
 		t.Fatalf("%d of the kept and the young row left, want both", n)
@@ -195,10 +196,10 @@ func TestTheAuditorPrunesAtStartAndEveryHour(t *testing.T) {
 	age("young", 2*time.Hour) // now over the retention
 	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
 	defer cancel()
-	if _, ok := clk.WaitTimer(ctx, func(d time.Duration) bool { return d == auditPruneEvery }); !ok {
+	if _, ok := clk.WaitTimer(ctx, func(d time.Duration) bool { return d == PruneEvery }); !ok {
 		t.Fatal("no hourly prune armed")
 	}
-	clk.Advance(auditPruneEvery)
+	clk.Advance(PruneEvery)
 	eventually(t, "the hourly prune", func() bool { return auditRowCount(t, st, "WHERE event = 'young'") == 0 })
 	if n := auditRowCount(t, st, "WHERE event = 'kept'"); n != 1 {
 		t.Fatal("the kept row was pruned")

@@ -1,4 +1,4 @@
-package lane
+package audit
 
 import (
 	"cmp"
@@ -62,7 +62,7 @@ func (w *refusalWindows) closed(now time.Time) []store.AuditEvent {
 }
 
 // all removes and returns every held row, in the order the windows were
-// opened (a flush, the auditor's close).
+// opened (a flush, the writer's close).
 func (w *refusalWindows) all() []store.AuditEvent {
 	return w.take(func(*refusalWindow) bool { return true })
 }

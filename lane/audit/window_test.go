@@ -1,4 +1,4 @@
-package lane
+package audit
 
 import (
 	"testing"
@@ -8,14 +8,14 @@ import (
 )
 
 func refusedUpgrade(remote string) store.AuditEvent {
-	return store.AuditEvent{Event: string(EventUpgradeRefused), Reason: "preauth_cap_per_addr", RemoteAddr: remote}
+	return store.AuditEvent{Event: eventUpgradeRefused, Reason: "preauth_cap_per_addr", RemoteAddr: remote}
 }
 
-// H.8: identical refusals from one address within a window are one row
+// Identical refusals from one address within a window are one row
 // with a count (the flood measured was 3,000 refused upgrades in 0.65 s).
 func TestIdenticalRefusalsWithinAWindowAreOneRowWithACount(t *testing.T) {
 	w := newRefusalWindows(10*time.Second, 16)
-	t0 := laneStart
+	t0 := start
 	for i := range 3000 {
 		if !w.add(refusedUpgrade("192.0.2.1"), t0.Add(time.Duration(i)*650*time.Millisecond/3000)) {
 			t.Fatal("a refusal was not held")
@@ -48,7 +48,7 @@ func TestIdenticalRefusalsWithinAWindowAreOneRowWithACount(t *testing.T) {
 // not identical: each kind has its own row.
 func TestRefusalsOfAnotherKindAreAnotherRow(t *testing.T) {
 	w := newRefusalWindows(10*time.Second, 16)
-	base := store.AuditEvent{Event: string(EventHelloRejected), Reason: "auth_failed", RemoteAddr: "192.0.2.1", DeviceID: "dev_A", IdentityID: "idn_A"}
+	base := store.AuditEvent{Event: eventHelloRejected, Reason: "auth_failed", RemoteAddr: "192.0.2.1", DeviceID: "dev_A", IdentityID: "idn_A"}
 	kinds := []func(*store.AuditEvent){
 		func(*store.AuditEvent) {},
 		func(e *store.AuditEvent) { e.Event = "device.frame_rejected" },
@@ -61,7 +61,7 @@ func TestRefusalsOfAnotherKindAreAnotherRow(t *testing.T) {
 		for _, k := range kinds {
 			e := base
 			k(&e)
-			w.add(e, laneStart)
+			w.add(e, start)
 		}
 	}
 	rows := w.all()
@@ -82,13 +82,13 @@ func TestRefusalsOfAnotherKindAreAnotherRow(t *testing.T) {
 // written as it is), while the kinds already held keep counting.
 func TestFullRefusalWindowsLetANewKindThrough(t *testing.T) {
 	w := newRefusalWindows(10*time.Second, 2)
-	if !w.add(refusedUpgrade("192.0.2.1"), laneStart) || !w.add(refusedUpgrade("192.0.2.2"), laneStart) {
+	if !w.add(refusedUpgrade("192.0.2.1"), start) || !w.add(refusedUpgrade("192.0.2.2"), start) {
 		t.Fatal("the first two kinds were not held")
 	}
-	if w.add(refusedUpgrade("192.0.2.3"), laneStart) {
+	if w.add(refusedUpgrade("192.0.2.3"), start) {
 		t.Fatal("a third kind was held beyond the bound")
 	}
-	if !w.add(refusedUpgrade("192.0.2.1"), laneStart) {
+	if !w.add(refusedUpgrade("192.0.2.1"), start) {
 		t.Fatal("a held kind stopped counting")
 	}
 	if rows := w.all(); len(rows) != 2 || rows[0].Count != 2 {
