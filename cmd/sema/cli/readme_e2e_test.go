@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -295,7 +296,7 @@ var readmeSteps = map[string]readmeStep{
 			}
 		},
 	},
-	"sema history": {out: "uname -a"},
+	"sema history": {before: historyHolds("ins_…"), out: "uname -a"},
 	"sema history --device work-laptop --since 2h -f": {follow: "uname -a"},
 	"sema history show ins_…":                         {out: "ins_…"},
 	"sema identity create bob": {
@@ -353,6 +354,25 @@ func wantFile(rel, content string) func(*testing.T, *readmeRun, readmeResult) {
 		if b, err := os.ReadFile(filepath.Join(r.deviceHome, rel)); err != nil || string(b) != content {
 			t.Errorf("the device's ~/%s: %q %v, want %q", rel, b, err, content)
 		}
+	}
+}
+
+// historyHolds waits until the lane's history has the row of the
+// instruction in the run variable name: the lane writes its history in
+// batches a moment after an instruction settles (docs/audit.md).
+func historyHolds(name string) func(*testing.T, *readmeRun) {
+	return func(t *testing.T, r *readmeRun) {
+		hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+		waitFor(t, "the history to hold "+r.vars[name], func() bool {
+			req, _ := http.NewRequestWithContext(t.Context(), http.MethodGet, r.lane.url+"/v1/instructions/"+r.vars[name], nil)
+			req.Header.Set("Authorization", "Bearer "+r.lane.key)
+			resp, err := hc.Do(req)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Body.Close()
+			return resp.StatusCode == http.StatusOK
+		})
 	}
 }
 
