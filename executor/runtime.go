@@ -91,7 +91,7 @@ func (rt *Runtime) Run(ctx context.Context) (err error) {
 			cause = errTerminal
 		}
 		rt.tab.stopAll(cause)
-		rt.status.update(func(s *Status) { s.Connected, s.Gen, s.Inflight, s.Stopped = false, "", nil, true })
+		rt.status.last(func(s *Status) { s.Connected, s.Gen, s.Inflight, s.Stopped = false, "", nil, true })
 		rt.log.Info("executor stopped", "deviceId", rt.cfg.DeviceID, "err", err)
 	}()
 	rt.procs.reapOrphans() // before any hello: these belong to a dead executor

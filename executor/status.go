@@ -40,6 +40,7 @@ type statusFile struct {
 	mu      sync.Mutex
 	s       Status
 	pending bool // a soon is scheduled
+	final   bool // the last write is done: nothing is written after it
 }
 
 // statusDelay is how soon after an instruction starts or settles the file
@@ -67,6 +68,27 @@ func (f *statusFile) update(apply func(*Status)) {
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.writeLocked(apply)
+}
+
+// last writes the status the runtime ends with. A soon still scheduled
+// then writes nothing: when Run returns the file is no longer touched, so
+// whoever removes the state dir (quickstart's temp dir) removes it for
+// good.
+func (f *statusFile) last(apply func(*Status)) {
+	if f == nil || f.path == "" {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.writeLocked(apply)
+	f.final = true
+}
+
+func (f *statusFile) writeLocked(apply func(*Status)) {
+	if f.final {
+		return
+	}
 	apply(&f.s)
 	if f.s.Inflight == nil {
 		f.s.Inflight = []string{}
@@ -93,9 +115,9 @@ func (f *statusFile) soon(fill func(*Status)) {
 	}
 	f.clock.AfterFunc(statusDelay, func() {
 		f.mu.Lock()
+		defer f.mu.Unlock()
 		f.pending = false
-		f.mu.Unlock()
-		f.update(fill)
+		f.writeLocked(fill)
 	})
 }
 

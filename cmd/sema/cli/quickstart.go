@@ -360,15 +360,15 @@ func (q *quickstart) explain() {
 To connect another machine, run a lane server it can reach (its first start prints an admin API key):
 
     sema server --listen 0.0.0.0:8420 --public-url http://THIS-HOST:8420
-    export %s=$(cat %s)
-    sema token --server http://THIS-HOST:8420
+    sema login --server http://THIS-HOST:8420 < %s
+    sema token
 
 then run the line it prints on the other machine (the token is its credential: no API key needed
 there), and serve:
 
     sema device enroll --server http://THIS-HOST:8420 --token set_… --workspace ~
     sema device serve            (or, to keep it running: sema device service install --now)
-`, EnvAPIKey, shellQuote(keyFile))
+`, shellQuote(keyFile))
 }
 
 // prefixWriter indents streamed output, line by line, as it comes.

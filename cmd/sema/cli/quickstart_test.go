@@ -35,7 +35,7 @@ func checkQuickstart(t *testing.T, out string, tmp string) {
 		}
 	}
 	for _, want := range []string{"│ hello from ", "│ tick 3", "27 bytes, identical", "false for hello.txt.missing",
-		"sema server --listen", "sema token --server", "sema device enroll --server", "sema device serve"} {
+		"sema server --listen", "sema login --server", "sema token\n", "sema device enroll --server", "sema device serve"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("the output lacks %q:\n%s", want, out)
 		}

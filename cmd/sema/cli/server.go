@@ -377,9 +377,9 @@ func ensureAdmin(ctx context.Context, st store.Store, dir, public string, log *s
 	}
 	log.Info("first start: created the admin identity", "identity", idn.ID, "key_file", keyPath)
 	fmt.Fprintf(Stdout, "First start: created the admin identity. Its API key, shown this once:\n\n    %s\n\n"+
-		"It is also in %s (mode 0600). Use it with:\n\n"+
-		"    export %s=$(cat %s)\n    sema token --server %s\n\n",
-		key, keyPath, EnvAPIKey, shellQuote(keyPath), public)
+		"It is also in %s (mode 0600). Log in with it, then issue a device's enroll line:\n\n"+
+		"    sema login --server %s < %s\n    sema token\n\n",
+		key, keyPath, public, shellQuote(keyPath))
 	return nil
 }
 

@@ -23,9 +23,9 @@ func newTokenCmd() *cobra.Command {
 		Use:   "token [--server URL] [--workspace DIR]",
 		Short: "Issue a one-shot enrollment token and print the line that enrolls a device with it",
 		Long: "token asks the lane for an enrollment token (valid 15 minutes by default, usable once) and\n" +
-			"prints the exact `sema device enroll` line to run on the device. Enrollment is authorized by\n" +
-			"your API key too: run that line where $" + EnvAPIKey + " is set to it. --server is also the URL\n" +
-			"the device will dial, so give the one the device can reach.",
+			"prints the exact `sema device enroll` line to run on the device. The token authorizes that one\n" +
+			"enrollment and nothing else, so the device needs no API key. --server is also the URL the\n" +
+			"device will dial, so give the one the device can reach.",
 		Args: cobra.NoArgs,
 		RunE: func(c *cobra.Command, args []string) error { return runToken(c, f) },
 	}
@@ -51,9 +51,11 @@ func runToken(c *cobra.Command, f tokenFlags) error {
 		return nil
 	}
 	fmt.Fprintln(Stdout, safetext.String(enrollLine(lc.BaseURL(), tok.Token, f.workspace)))
-	fmt.Fprintf(Stderr, "Run that line on the device within %v (until %s), with $%s set to your API key;\n"+
-		"the token works once. Then start the executor there: sema device serve\n",
-		time.Duration(tok.TTLSec)*time.Second, safetext.String(tok.ExpiresAt), EnvAPIKey)
+	// The token is the enrollment's credential (docs/api.md, "Enrollment"):
+	// the device needs no API key.
+	fmt.Fprintf(Stderr, "Run that line on the device within %v (until %s); the token works once and is\n"+
+		"all the device needs, no API key. Then start the executor there: sema device serve\n",
+		time.Duration(tok.TTLSec)*time.Second, safetext.String(tok.ExpiresAt))
 	return nil
 }
 
