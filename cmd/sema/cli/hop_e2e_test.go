@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -95,5 +97,23 @@ func TestTheRealServerRefusesForgedReplayedAndAlteredHops(t *testing.T) {
 	})
 	if out, errOut, code := second.sema(t, nil, "run", "--device", deviceID, "--", "echo still"); code != 0 || out != "still\n" {
 		t.Fatalf("a forward after the rotation is done: exit %d, %q %s", code, out, errOut)
+	}
+}
+
+// rotate-cluster-secret on a data dir with no registry says so and makes
+// none; on a registry no replica has stored a secret in, it says why.
+func TestRotateClusterSecretNeedsARegistryWithASecret(t *testing.T) {
+	empty := filepath.Join(t.TempDir(), "none")
+	p := startProc(t, nil, nil, "server", "rotate-cluster-secret", "--data", empty)
+	if code := p.wait(t); code != 1 || !strings.Contains(p.stderr.String(), "no registry in "+empty) {
+		t.Fatalf("an empty data dir: exit %d %s", code, p.stderr)
+	}
+	if _, err := os.Stat(empty); !os.IsNotExist(err) {
+		t.Fatalf("the data dir was made: %v", err)
+	}
+	single := startServer(t, t.TempDir()) // no --postgres: no replica stores a secret
+	p = startProc(t, nil, nil, "server", "rotate-cluster-secret", "--data", single.data)
+	if code := p.wait(t); code != 1 || !strings.Contains(p.stderr.String(), "no cluster secret yet") {
+		t.Fatalf("a registry without a secret: exit %d %s", code, p.stderr)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -12,6 +13,7 @@ import (
 	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/lane/cluster"
 	"github.com/sema-agent/sema/lane/store"
+	"github.com/sema-agent/sema/lane/store/sqlite"
 )
 
 // newRotateClusterSecretCmd is `sema server rotate-cluster-secret`: a new
@@ -36,6 +38,12 @@ func newRotateClusterSecretCmd() *cobra.Command {
 			dir, err := serverDataDir(data)
 			if err != nil {
 				return err
+			}
+			if pgURL == "" {
+				// Never a new, empty registry made by mistake.
+				if _, err := os.Stat(filepath.Join(dir, sqlite.FileName)); err != nil {
+					return fmt.Errorf("no registry in %s (%s): pass the server's --data or --postgres", dir, sqlite.FileName)
+				}
 			}
 			st, _, err := openStore(c.Context(), dir, pgURL)
 			if err != nil {
