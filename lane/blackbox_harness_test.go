@@ -4,15 +4,11 @@ import (
 	"context"
 	"crypto/ed25519"
 	"encoding/base64"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"net/http"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -176,11 +172,11 @@ func (c *lateClock) release() {
 // rig is a lane.Server on a fake clock, reached over pipes.
 type rig struct {
 	*lane.Server
-	t     *testing.T
-	clk   *clock.Fake
-	late  *lateClock // clk as the lane's Config.Clock
-	rec   *recordingStore
-	pipes *pipeListener
+	t        *testing.T
+	clk      *clock.Fake
+	late     *lateClock // clk as the lane's Config.Clock
+	rec      *recordingStore
+	pipes    *pipeListener
 	owner    string // the identity the devices belong to
 	ownerKey string // its API key
 }
@@ -212,19 +208,7 @@ func startRig(t *testing.T, rec *recordingStore, owner, ownerKey string, mutate 
 	if err != nil {
 		t.Fatal(err)
 	}
-	pipes := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
-	hs := &http.Server{Handler: http.HandlerFunc(srv.ServeWebSocket)}
-	served := make(chan struct{})
-	go func() {
-		defer close(served)
-		hs.Serve(pipes)
-	}()
-	t.Cleanup(func() {
-		srv.Shutdown(context.Background())
-		hs.Close()
-		<-served
-	})
-	return &rig{Server: srv, t: t, clk: late.Fake, late: late, rec: rec, pipes: pipes, owner: owner, ownerKey: ownerKey}
+	return &rig{Server: srv, t: t, clk: late.Fake, late: late, rec: rec, pipes: servePipes(t, srv), owner: owner, ownerKey: ownerKey}
 }
 
 // replica starts another lane server on the same registry, as a
@@ -346,10 +330,10 @@ type fakeExecutor struct {
 	epoch    string
 	supports []protocol.InstructionKind
 
-	ws      *websocket.Conn
-	nonce   string
-	gen     protocol.Gen
-	pending []protocol.ServerFrame // frames read but not yet expected
+	ws    *websocket.Conn
+	inbox lanetest.Inbox // what the socket received; frames read but not yet expected stay in it
+	nonce string
+	gen   protocol.Gen
 
 	barrierID string // a settled instruction of this device (plant)
 }
@@ -392,7 +376,7 @@ func (fe *fakeExecutor) dial() {
 		}
 		fe.t.Fatalf("dial: %v (status %d)", err, status)
 	}
-	fe.ws, fe.pending, fe.gen = ws, nil, 0
+	fe.ws, fe.inbox, fe.gen = ws, lanetest.Inbox{WS: ws}, 0
 	f := fe.next()
 	ch, ok := f.(*protocol.Challenge)
 	if !ok || ch.Nonce == "" || ch.ProtocolVersion != protocol.ProtocolVersion {
@@ -472,7 +456,7 @@ func (fe *fakeExecutor) supersede(restarted bool) (old *fakeExecutor, ack *proto
 	fe.r.late.hold()
 	fe.r.clk.Advance(time.Millisecond)
 	o := *fe
-	o.pending = slices.Clone(fe.pending)
+	o.inbox.Pending = slices.Clone(fe.inbox.Pending)
 	if restarted {
 		fe.restart()
 	}
@@ -521,68 +505,17 @@ func (fe *fakeExecutor) exit(id string, seq int64, code int) {
 	fe.send(&protocol.Chunk{Gen: fe.gen, InstructionID: id, StreamSeq: seq, Kind: protocol.ChunkExit, ExitCode: code})
 }
 
-// errNoFrame is a read that reached coreWait: the socket is still open.
-var errNoFrame = errors.New("no frame within the wait bound")
-
-// read reads one frame; every frame the lane sends must pass the
-// executor's own decoder.
-func (fe *fakeExecutor) read() (protocol.ServerFrame, error) {
-	fe.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), coreWait)
-	defer cancel()
-	typ, b, err := fe.ws.Read(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, errNoFrame
-		}
-		return nil, err
-	}
-	if typ != websocket.MessageText {
-		fe.t.Fatalf("the lane sent a binary frame")
-	}
-	f, err := protocol.DecodeServerFrame(protocol.TextMessage, b)
-	if err != nil {
-		fe.t.Fatalf("the lane sent a frame an executor must refuse: %v: %.200s", err, b)
-	}
-	return f, nil
-}
-
-// next returns the oldest unexpected frame, or reads one.
+// next returns the oldest frame not yet expected, or reads one.
 func (fe *fakeExecutor) next() protocol.ServerFrame {
 	fe.t.Helper()
-	if len(fe.pending) > 0 {
-		f := fe.pending[0]
-		fe.pending = fe.pending[1:]
-		return f
-	}
-	f, err := fe.read()
-	if err != nil {
-		fe.t.Fatalf("reading a frame: %v", err)
-	}
-	return f
+	return fe.inbox.Next(fe.t)
 }
 
 // await returns the first frame of type T that matches (nil matches any),
 // keeping every other frame for later.
 func await[T protocol.ServerFrame](fe *fakeExecutor, match func(T) bool) T {
 	fe.t.Helper()
-	for i, f := range fe.pending {
-		if g, ok := f.(T); ok && (match == nil || match(g)) {
-			fe.pending = slices.Delete(fe.pending, i, i+1)
-			return g
-		}
-	}
-	for {
-		f, err := fe.read()
-		if err != nil {
-			var zero T
-			fe.t.Fatalf("waiting for a %T frame: %v (unexpected so far: %s)", zero, err, describe(fe.pending...))
-		}
-		if g, ok := f.(T); ok && (match == nil || match(g)) {
-			return g
-		}
-		fe.pending = append(fe.pending, f)
-	}
+	return lanetest.Expect(fe.t, &fe.inbox, match)
 }
 
 func (fe *fakeExecutor) instruction() *protocol.Instruction {
@@ -621,16 +554,7 @@ func (fe *fakeExecutor) expectCancel(id string) {
 // way are kept.
 func (fe *fakeExecutor) expectClosed() {
 	fe.t.Helper()
-	for {
-		f, err := fe.read()
-		if err == errNoFrame {
-			fe.t.Fatalf("the socket is still open (unexpected frames: %s)", describe(fe.pending...))
-		}
-		if err != nil {
-			return
-		}
-		fe.pending = append(fe.pending, f)
-	}
+	fe.inbox.ExpectClosed(fe.t)
 }
 
 // answerExec runs an exec instruction to success: one exit chunk and the
@@ -666,34 +590,13 @@ func (fe *fakeExecutor) barrier() []protocol.ServerFrame {
 	}
 	fe.result(fe.barrierID, 0, protocol.VoidOutcome{})
 	await(fe, func(a *protocol.ResultAck) bool { return a.InstructionID == fe.barrierID })
-	return slices.Clone(fe.pending)
+	return slices.Clone(fe.inbox.Pending)
 }
 
 // none fails if any frame matches.
 func none[T protocol.ServerFrame](t testing.TB, frames []protocol.ServerFrame, what string, match func(T) bool) {
 	t.Helper()
-	for _, f := range frames {
-		if g, ok := f.(T); ok && (match == nil || match(g)) {
-			t.Fatalf("unexpected %s: %s", what, describe(f))
-		}
-	}
+	lanetest.None(t, frames, what, match)
 }
 
-func describe(frames ...protocol.ServerFrame) string {
-	var parts []string
-	for _, f := range frames {
-		b, err := f.MarshalJSON()
-		if err != nil {
-			parts = append(parts, fmt.Sprintf("%T(%v)", f, err))
-			continue
-		}
-		if len(b) > 200 {
-			b = append(b[:200], "…"...)
-		}
-		parts = append(parts, string(b))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
-}
+var describe = lanetest.Describe
