@@ -600,3 +600,22 @@ func none[T protocol.ServerFrame](t testing.TB, frames []protocol.ServerFrame, w
 }
 
 var describe = lanetest.Describe
+
+// connected is the rules' common given: a rig and a device of it whose
+// connection is open, its barrier planted.
+func connected(t *testing.T, mutate ...func(*lane.Config)) (*rig, *fakeExecutor) {
+	t.Helper()
+	r := newRig(t, mutate...)
+	fe := r.enroll()
+	fe.establish()
+	fe.plant()
+	return r, fe
+}
+
+// start dispatches an instruction and reads its frame: it is in flight.
+func (fe *fakeExecutor) start(in lane.Instruction) *lane.Call {
+	fe.t.Helper()
+	call := fe.r.dispatch(fe, in)
+	fe.instructionFor(call.ID)
+	return call
+}

@@ -47,9 +47,7 @@ func waitShutdown(t *testing.T, done <-chan error) {
 // R13: the three bye reasons.
 func TestR13Bye(t *testing.T) {
 	t.Run("revoked", func(t *testing.T) {
-		r := newRig(t, func(c *lane.Config) { c.MaxInflight = 1 })
-		fe := r.enroll()
-		fe.establish()
+		r, fe := connected(t, func(c *lane.Config) { c.MaxInflight = 1 })
 		running := r.dispatch(fe, execIn("a"))
 		queued := r.dispatch(fe, execIn("b"))
 		fe.instructionFor(running.ID)
@@ -69,11 +67,8 @@ func TestR13Bye(t *testing.T) {
 		}
 	})
 	t.Run("revoked while in the reconnect grace", func(t *testing.T) {
-		r := newRig(t)
-		fe := r.enroll()
-		fe.establish()
-		call := r.dispatch(fe, execIn("a"))
-		fe.instructionFor(call.ID)
+		r, fe := connected(t)
+		call := fe.start(execIn("a"))
 		fe.drop()
 		r.revoke(fe)
 		f := wantFailure(t, settled(t, call), protocol.StateTerminal, protocol.ErrOutcomeUnknown)
@@ -85,11 +80,8 @@ func TestR13Bye(t *testing.T) {
 		fe.expectReject(protocol.RejectRevoked)
 	})
 	t.Run("draining", func(t *testing.T) {
-		r := newRig(t)
-		fe := r.enroll()
-		fe.establish()
-		call := r.dispatch(fe, execIn("a"))
-		fe.instructionFor(call.ID)
+		r, fe := connected(t)
+		call := fe.start(execIn("a"))
 		done := make(chan error, 1)
 		go func() { done <- r.Shutdown(context.Background()) }()
 		bye := await[*protocol.Bye](fe, nil)
@@ -106,11 +98,8 @@ func TestR13Bye(t *testing.T) {
 		wantFailure(t, settled(t, c), protocol.StateTerminalNeverStarted, protocol.ErrTargetUnavailable)
 	})
 	t.Run("superseded by a stale takeover", func(t *testing.T) {
-		r := newRig(t)
-		fe := r.enroll()
-		fe.establish()
-		call := r.dispatch(fe, execIn("a"))
-		fe.instructionFor(call.ID)
+		r, fe := connected(t)
+		call := fe.start(execIn("a"))
 		// The old socket is judged stale after three missed heartbeats
 		// while its own liveness check has not run yet (a sweep that is
 		// late), so the takeover, not R14, is what ends it. The new socket
@@ -135,13 +124,9 @@ func TestR13Bye(t *testing.T) {
 // R14: no frame at all for 3 × H closes the connection; any frame refreshes
 // liveness; the work in flight enters the reconnect grace.
 func TestR14Liveness(t *testing.T) {
-	r := newRig(t)
+	r, fe := connected(t)
 	h := r.Config().HeartbeatInterval
-	fe := r.enroll()
-	fe.establish()
-	fe.plant()
-	call := r.dispatch(fe, lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "x"}, Timeout: time.Hour})
-	fe.instructionFor(call.ID)
+	call := fe.start(lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "x"}, Timeout: time.Hour})
 	// Heartbeats keep a quiet connection alive.
 	for i := range 5 {
 		r.clk.Advance(h)
@@ -185,10 +170,7 @@ func TestR14HeartbeatIntervalIsConfigurable(t *testing.T) {
 // R15: after goodbye nothing new is dispatched, results are still
 // collected, and the socket closes after graceMs.
 func TestR15Goodbye(t *testing.T) {
-	r := newRig(t, func(c *lane.Config) { c.MaxInflight = 2 })
-	fe := r.enroll()
-	fe.establish()
-	fe.plant()
+	r, fe := connected(t, func(c *lane.Config) { c.MaxInflight = 2 })
 	a := r.dispatch(fe, execIn("a"))
 	b := r.dispatch(fe, execIn("b"))
 	queued := r.dispatch(fe, execIn("queued"))
@@ -238,10 +220,7 @@ func TestR15Goodbye(t *testing.T) {
 
 // R15 without graceMs: the reconnect grace is the default.
 func TestR15GoodbyeGraceDefaultsToTheReconnectGrace(t *testing.T) {
-	r := newRig(t, func(c *lane.Config) { c.ReconnectGrace = 7 * time.Second })
-	fe := r.enroll()
-	fe.establish()
-	fe.plant()
+	r, fe := connected(t, func(c *lane.Config) { c.ReconnectGrace = 7 * time.Second })
 	fe.send(&protocol.Goodbye{Gen: fe.gen, Reason: protocol.GoodbyeSleep})
 	fe.barrier()
 	r.clk.Advance(7*time.Second - time.Millisecond)
@@ -301,9 +280,7 @@ func TestPresenceInDeviceList(t *testing.T) {
 // R13 draining: "reconnect with backoff; a replacement replica will take
 // you". Shutdown releases the leases, so the replacement can.
 func TestR13DrainingReleasesTheLease(t *testing.T) {
-	r := newRig(t)
-	fe := r.enroll()
-	fe.establish()
+	r, fe := connected(t)
 	// The bye is written as Shutdown runs: the device reads it meanwhile.
 	done := make(chan error, 1)
 	go func() { done <- r.Shutdown(context.Background()) }()
@@ -319,9 +296,7 @@ func TestR13DrainingReleasesTheLease(t *testing.T) {
 // R13 superseded: the superseded socket going away does not release the
 // lease its successor holds.
 func TestR13SupersededSocketLeavesTheNewLease(t *testing.T) {
-	r := newRig(t)
-	fe := r.enroll()
-	fe.establish()
+	r, fe := connected(t)
 	old, _ := fe.supersede(false)
 	await[*protocol.Bye](old, nil)
 	old.expectClosed()
@@ -339,9 +314,7 @@ func TestR13SupersededSocketLeavesTheNewLease(t *testing.T) {
 // to someone else closes the connection at the next round.
 func TestLeaseLostClosesTheConnection(t *testing.T) {
 	const ttl = 51 * time.Second
-	r := newRig(t, func(c *lane.Config) { c.LeaseTTL = ttl })
-	fe := r.enroll()
-	fe.establish()
+	r, fe := connected(t, func(c *lane.Config) { c.LeaseTTL = ttl })
 	// Someone else takes the lease over from the connection's holder,
 	// which the registry names to whoever is refused it.
 	steal := store.LeaseRequest{DeviceID: fe.id, Holder: "con_elsewhere", Epoch: ids.ULID(), TTL: time.Minute}

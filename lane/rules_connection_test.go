@@ -13,12 +13,8 @@ import (
 // R9: a frame whose gen is not this socket's negotiated one, or that comes
 // on a socket no longer current, is dropped generation_mismatch, no ack.
 func TestR9OldGenerationFramesAreVoid(t *testing.T) {
-	r := newRig(t)
-	fe := r.enroll()
-	fe.establish()
-	fe.plant()
-	call := r.dispatch(fe, lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "x"}, Timeout: time.Hour})
-	fe.instructionFor(call.ID)
+	r, fe := connected(t)
+	call := fe.start(lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "x"}, Timeout: time.Hour})
 	g1 := fe.gen
 	fe.chunk(call.ID, 0, protocol.ChunkStdout, "a")
 	fe.expectChunkAck(call.ID, 0)
@@ -114,12 +110,8 @@ func wantQueued(t *testing.T, r *rig, call *lane.Call, when string) {
 // cancelled not_started without ever being sent.
 func TestR11Cancel(t *testing.T) {
 	t.Run("answered", func(t *testing.T) {
-		r := newRig(t)
-		fe := r.enroll()
-		fe.establish()
-		fe.plant()
-		call := r.dispatch(fe, execIn("sleep 100"))
-		fe.instructionFor(call.ID)
+		_, fe := connected(t)
+		call := fe.start(execIn("sleep 100"))
 		call.Cancel()
 		fe.expectCancel(call.ID)
 		call.Cancel()
@@ -134,12 +126,9 @@ func TestR11Cancel(t *testing.T) {
 		call.Cancel() // after the settlement: a no-op
 	})
 	t.Run("grace expiry", func(t *testing.T) {
-		r := newRig(t)
+		r, fe := connected(t)
 		grace := r.Config().CancelGrace
-		fe := r.enroll()
-		fe.establish()
-		call := r.dispatch(fe, execIn("sleep 100"))
-		fe.instructionFor(call.ID)
+		call := fe.start(execIn("sleep 100"))
 		call.Cancel()
 		fe.expectCancel(call.ID)
 		r.clk.Advance(grace - time.Millisecond)
@@ -150,13 +139,9 @@ func TestR11Cancel(t *testing.T) {
 		wantFailure(t, settled(t, call), protocol.StateTerminal, protocol.ErrOutcomeUnknown)
 	})
 	t.Run("replayed after a same-epoch reconnect, grace restarted", func(t *testing.T) {
-		r := newRig(t)
+		r, fe := connected(t)
 		grace := r.Config().CancelGrace
-		fe := r.enroll()
-		fe.establish()
-		fe.plant()
-		call := r.dispatch(fe, execIn("sleep 100"))
-		fe.instructionFor(call.ID)
+		call := fe.start(execIn("sleep 100"))
 		call.Cancel()
 		fe.expectCancel(call.ID)
 		r.clk.Advance(grace / 2)
@@ -173,11 +158,8 @@ func TestR11Cancel(t *testing.T) {
 		wantFailure(t, settled(t, call), protocol.StateTerminal, protocol.ErrOutcomeUnknown)
 	})
 	t.Run("requested while disconnected, delivered on the reconnect", func(t *testing.T) {
-		r := newRig(t)
-		fe := r.enroll()
-		fe.establish()
-		call := r.dispatch(fe, execIn("sleep 100"))
-		fe.instructionFor(call.ID)
+		_, fe := connected(t)
+		call := fe.start(execIn("sleep 100"))
 		fe.drop()
 		call.Cancel()
 		fe.establish()
@@ -187,10 +169,7 @@ func TestR11Cancel(t *testing.T) {
 		settled(t, call)
 	})
 	t.Run("a queued call is cancelled not_started and never sent", func(t *testing.T) {
-		r := newRig(t, func(c *lane.Config) { c.MaxInflight = 1 })
-		fe := r.enroll()
-		fe.establish()
-		fe.plant()
+		r, fe := connected(t, func(c *lane.Config) { c.MaxInflight = 1 })
 		running := r.dispatch(fe, execIn("a"))
 		queued := r.dispatch(fe, execIn("b"))
 		fe.instructionFor(running.ID)
@@ -211,10 +190,8 @@ func TestR11Cancel(t *testing.T) {
 // R12: the server's backstop: timeoutMs + the execution grace settles
 // outcome_unknown; it keeps running through a disconnect.
 func TestR12ExecutionCeiling(t *testing.T) {
-	r := newRig(t)
+	r, fe := connected(t)
 	grace := r.Config().ExecutionGrace
-	fe := r.enroll()
-	fe.establish()
 	in := lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "hang"}, Timeout: 1500 * time.Millisecond}
 	call := r.dispatch(fe, in)
 	if got := fe.instructionFor(call.ID); got.TimeoutMs != 1500 {
@@ -236,8 +213,7 @@ func TestR12ExecutionCeiling(t *testing.T) {
 		t.Fatal("a late result overturned the backstop")
 	}
 	// Through a disconnect, inside the reconnect grace.
-	held := r.dispatch(fe, in)
-	fe.instructionFor(held.ID)
+	held := fe.start(in)
 	fe.drop()
 	r.clk.Advance(1500*time.Millisecond + grace)
 	wantFailure(t, settled(t, held), protocol.StateTerminal, protocol.ErrOutcomeUnknown)

@@ -15,10 +15,7 @@ import (
 // R1: given the server wrote the instruction frame for I, when the
 // connection drops at any moment afterwards, then I is never sent again.
 func TestR1CommittedInstructionIsNeverResent(t *testing.T) {
-	r := newRig(t)
-	fe := r.enroll()
-	fe.establish()
-	fe.plant()
+	r, fe := connected(t)
 	// Given: I was written.
 	call := r.dispatch(fe, execIn("make deploy"))
 	in := fe.instructionFor(call.ID)
@@ -43,8 +40,7 @@ func TestR1CommittedInstructionIsNeverResent(t *testing.T) {
 	}
 	// And a new epoch does not re-send it either.
 	fe.answerExec(got.InstructionID, 0)
-	held := r.dispatch(fe, execIn("sleep 9"))
-	fe.instructionFor(held.ID)
+	fe.start(execIn("sleep 9"))
 	fe.drop()
 	fe.restart()
 	fe.establish()
@@ -109,12 +105,8 @@ func TestR2SameEpochReconnectResumes(t *testing.T) {
 // result is answered by a bare resultAck from the memo, a late chunk is
 // dropped.
 func TestR3NewEpochAbandonsInFlightBeforeHelloAck(t *testing.T) {
-	r := newRig(t)
-	fe := r.enroll()
-	fe.establish()
-	fe.plant()
-	call := r.dispatch(fe, execIn("rm -rf build"))
-	fe.instructionFor(call.ID)
+	r, fe := connected(t)
+	call := fe.start(execIn("rm -rf build"))
 	fe.chunk(call.ID, 0, protocol.ChunkStdout, "removing")
 	fe.expectChunkAck(call.ID, 0)
 	fe.drop()
@@ -152,11 +144,8 @@ func TestR3NewEpochAbandonsInFlightBeforeHelloAck(t *testing.T) {
 // established within the reconnect grace, then I settles outcome_unknown
 // (and what was only queued, target_unavailable never started).
 func TestR4ReconnectGrace(t *testing.T) {
-	r := newRig(t, func(c *lane.Config) { c.MaxInflight = 1 })
+	r, fe := connected(t, func(c *lane.Config) { c.MaxInflight = 1 })
 	grace := r.Config().ReconnectGrace
-	fe := r.enroll()
-	fe.establish()
-	fe.plant()
 	long := lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "deploy"}, Timeout: time.Hour}
 	i := r.dispatch(fe, long)
 	q := r.dispatch(fe, long)
@@ -191,13 +180,9 @@ func TestR4ReconnectGrace(t *testing.T) {
 
 // R4, the other side: a reconnect inside the grace stops it.
 func TestR4ReconnectWithinGraceKeepsTheBooksOpen(t *testing.T) {
-	r := newRig(t)
+	r, fe := connected(t)
 	cfg := r.Config()
-	fe := r.enroll()
-	fe.establish()
-	fe.plant()
-	i := r.dispatch(fe, lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "long"}, Timeout: time.Hour})
-	fe.instructionFor(i.ID)
+	i := fe.start(lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "long"}, Timeout: time.Hour})
 	fe.drop()
 	r.clk.Advance(cfg.ReconnectGrace / 2)
 	fe.establish()

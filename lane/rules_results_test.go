@@ -14,18 +14,14 @@ import (
 // from the memo if I settled for any reason, and refused
 // unknown_instruction without an ack once I aged out of the 512-entry memo.
 func TestR5LostResultAck(t *testing.T) {
-	r := newRig(t)
-	fe := r.enroll()
-	fe.establish()
+	r, fe := connected(t)
 	// (b) settled by its own result: the resend is acked and changes nothing.
-	i := r.dispatch(fe, execIn("true"))
-	fe.instructionFor(i.ID)
+	i := fe.start(execIn("true"))
 	fe.answerExec(i.ID, 0)
 	fe.result(i.ID, 0, protocol.ExecOutcome{ExitCode: 0})
 	fe.expectResultAck(i.ID)
 	// (b) settled for a reason the device did not cause (the ceiling).
-	j := r.dispatch(fe, lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "x"}, Timeout: time.Second})
-	fe.instructionFor(j.ID)
+	j := fe.start(lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "x"}, Timeout: time.Second})
 	r.clk.Advance(time.Second + r.Config().ExecutionGrace)
 	wantFailure(t, settled(t, j), protocol.StateTerminal, protocol.ErrOutcomeUnknown)
 	fe.exit(j.ID, 0, 0)
@@ -39,8 +35,7 @@ func TestR5LostResultAck(t *testing.T) {
 		t.Fatalf("SettledMemo %d, want the spec's 512", r.Config().SettledMemo)
 	}
 	settleOne := func() {
-		c := r.dispatch(fe, execIn("true"))
-		fe.instructionFor(c.ID)
+		c := fe.start(execIn("true"))
 		fe.result(c.ID, 0, protocol.Failure{ErrorCode: protocol.ErrSpawnError, Message: "no"})
 		fe.expectResultAck(c.ID)
 		settled(t, c)
@@ -53,7 +48,7 @@ func TestR5LostResultAck(t *testing.T) {
 	settleOne()
 	fe.result(j.ID, 0, protocol.ExecOutcome{ExitCode: 0})
 	fe.chunk(j.ID, 1, protocol.ChunkStdout, "late")
-	fe.plant() // only now: an instruction settled earlier would have aged out too
+	fe.plant() // the barrier planted first has aged out too
 	frames := fe.barrier()
 	none[*protocol.ResultAck](t, frames, "resultAck for an aged-out instruction", func(a *protocol.ResultAck) bool { return a.InstructionID == j.ID })
 	none[*protocol.ChunkAck](t, frames, "chunkAck for an aged-out instruction", nil)
@@ -63,11 +58,8 @@ func TestR5LostResultAck(t *testing.T) {
 // R6: a result with deviceSeq ≤ the accepted one is re-acked and absorbed
 // without touching the outcome.
 func TestR6DeviceSeqIdempotence(t *testing.T) {
-	r := newRig(t)
-	fe := r.enroll()
-	fe.establish()
-	call := r.dispatch(fe, execIn("true"))
-	fe.instructionFor(call.ID)
+	_, fe := connected(t)
+	call := fe.start(execIn("true"))
 	fe.exit(call.ID, 0, 7)
 	fe.expectChunkAck(call.ID, 0)
 	fe.result(call.ID, 4, protocol.ExecOutcome{ExitCode: 7})
@@ -88,11 +80,8 @@ func TestR6DeviceSeqIdempotence(t *testing.T) {
 // R7: chunks at or below the watermark are absorbed and re-acked; a
 // buffered seq is first-write-wins.
 func TestR7ChunkResendIsIdempotent(t *testing.T) {
-	r := newRig(t)
-	fe := r.enroll()
-	fe.establish()
-	call := r.dispatch(fe, execIn("cat"))
-	fe.instructionFor(call.ID)
+	_, fe := connected(t)
+	call := fe.start(execIn("cat"))
 	for seq, data := range []string{"a", "b", "c"} {
 		fe.chunk(call.ID, int64(seq), protocol.ChunkStdout, data)
 		fe.expectChunkAck(call.ID, int64(seq))
@@ -125,13 +114,9 @@ func TestR7ChunkResendIsIdempotent(t *testing.T) {
 // outcome_unknown; so does a reorder-buffer overflow (64 entries, 2 MiB).
 func TestR8GapIsAFailure(t *testing.T) {
 	t.Run("gap timeout", func(t *testing.T) {
-		r := newRig(t)
+		r, fe := connected(t)
 		gap := r.Config().GapTimeout
-		fe := r.enroll()
-		fe.establish()
-		fe.plant()
-		call := r.dispatch(fe, lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "x"}, Timeout: time.Hour})
-		fe.instructionFor(call.ID)
+		call := fe.start(lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "x"}, Timeout: time.Hour})
 		fe.chunk(call.ID, 1, protocol.ChunkStdout, "b") // 0 is missing
 		fe.expectChunkAck(call.ID, -1)
 		r.clk.Advance(gap - time.Millisecond)
@@ -151,12 +136,9 @@ func TestR8GapIsAFailure(t *testing.T) {
 		none[*protocol.ChunkAck](t, fe.barrier(), "chunkAck after the gap failure", nil)
 	})
 	t.Run("progress restarts the gap timer", func(t *testing.T) {
-		r := newRig(t)
+		r, fe := connected(t)
 		gap := r.Config().GapTimeout
-		fe := r.enroll()
-		fe.establish()
-		call := r.dispatch(fe, lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "x"}, Timeout: time.Hour})
-		fe.instructionFor(call.ID)
+		call := fe.start(lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "x"}, Timeout: time.Hour})
 		fe.chunk(call.ID, 1, protocol.ChunkStdout, "b")
 		fe.expectChunkAck(call.ID, -1)
 		r.clk.Advance(gap - time.Millisecond)
@@ -172,12 +154,8 @@ func TestR8GapIsAFailure(t *testing.T) {
 		wantFailure(t, settled(t, call), protocol.StateTerminal, protocol.ErrOutcomeUnknown)
 	})
 	t.Run("64 entries fit, the 65th overflows", func(t *testing.T) {
-		r := newRig(t)
-		fe := r.enroll()
-		fe.establish()
-		fe.plant()
-		call := r.dispatch(fe, execIn("yes"))
-		fe.instructionFor(call.ID)
+		_, fe := connected(t)
+		call := fe.start(execIn("yes"))
 		for seq := int64(1); seq <= 64; seq++ {
 			fe.chunk(call.ID, seq, protocol.ChunkStdout, "y")
 			fe.expectChunkAck(call.ID, -1)
@@ -194,12 +172,8 @@ func TestR8GapIsAFailure(t *testing.T) {
 		fe.expectCancel(call.ID)
 	})
 	t.Run("2 MiB decoded fits, one byte more overflows", func(t *testing.T) {
-		r := newRig(t)
-		fe := r.enroll()
-		fe.establish()
-		fe.plant()
-		call := r.dispatch(fe, execIn("cat big"))
-		fe.instructionFor(call.ID)
+		_, fe := connected(t)
+		call := fe.start(execIn("cat big"))
 		part := strings.Repeat("z", 512<<10)
 		for seq := int64(1); seq <= 4; seq++ {
 			fe.chunk(call.ID, seq, protocol.ChunkStdout, part)
@@ -215,11 +189,8 @@ func TestR8GapIsAFailure(t *testing.T) {
 		wantFailure(t, settled(t, call), protocol.StateTerminal, protocol.ErrOutcomeUnknown)
 	})
 	t.Run("the bounds are configurable", func(t *testing.T) {
-		r := newRig(t, func(c *lane.Config) { c.ReorderEntries, c.GapTimeout = 2, time.Second })
-		fe := r.enroll()
-		fe.establish()
-		call := r.dispatch(fe, execIn("x"))
-		fe.instructionFor(call.ID)
+		_, fe := connected(t, func(c *lane.Config) { c.ReorderEntries, c.GapTimeout = 2, time.Second })
+		call := fe.start(execIn("x"))
 		for seq := int64(1); seq <= 3; seq++ {
 			fe.chunk(call.ID, seq, protocol.ChunkStdout, "y")
 		}
