@@ -39,6 +39,12 @@ import (
 //   - The last thing a connection's end does is its device.disconnected
 //     audit row; the recording store sees the rows as they are written, so
 //     a test waits on that row to know the lane has let the socket go.
+//
+// Timers of the lane run inside rig.clk.Advance, so what a timer does is
+// done when Advance returns; the metrics count audit rows as they are made,
+// so a timer's row is observable at once. A socket judged stale before its
+// liveness timer ran (R13 superseded) needs that timer late: the lane's
+// clock can hold its functions back (lateClock).
 
 var rigStart = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 
