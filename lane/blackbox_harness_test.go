@@ -79,6 +79,16 @@ func (s *recordingStore) Audit(ctx context.Context, events ...store.AuditEvent) 
 	return err
 }
 
+// DeviceRevocations passes the registry's count of revocations through, so
+// that the lane takes the path it takes on the bare registry.
+func (s *recordingStore) DeviceRevocations() (uint64, bool) {
+	r, ok := s.Store.(interface{ DeviceRevocations() (uint64, bool) })
+	if !ok {
+		return 0, false
+	}
+	return r.DeviceRevocations()
+}
+
 // count is how many events of a device the rows written so far stand for.
 func (s *recordingStore) count(event lane.EventName, deviceID string) int {
 	s.mu.Lock()
