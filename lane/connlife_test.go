@@ -95,7 +95,7 @@ func TestHelloVerifiedAfterTheDeadlineAttachesNothing(t *testing.T) {
 	eventually(t, "the deadline passed", func() bool { return len(l.auditReasons(string(EventHandshakeTimeout), "")) == 1 })
 	release()
 	fd.expectClosed()
-	none[*protocol.HelloAck](t, fd.pending, "a helloAck after the deadline", nil)
+	none[*protocol.HelloAck](t, fd.inbox.Pending, "a helloAck after the deadline", nil)
 	if n := len(l.auditReasons(string(EventConnected), fd.id)); n != 0 {
 		t.Fatalf("a timed-out hello was audited connected %d times", n)
 	}

@@ -86,6 +86,12 @@ func newCore(t *testing.T) *core {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return &core{Server: srv, pipes: servePipes(t, srv), owner: owner.ID}
+}
+
+// servePipes serves the server's WebSocket endpoint over pipes until the
+// test ends, then shuts the server down.
+func servePipes(t *testing.T, srv *lane.Server) *pipeListener {
 	pipes := &pipeListener{conns: make(chan net.Conn), done: make(chan struct{})}
 	hs := &http.Server{Handler: http.HandlerFunc(srv.ServeWebSocket)}
 	served := make(chan struct{})
@@ -98,7 +104,7 @@ func newCore(t *testing.T) *core {
 		hs.Close()
 		<-served
 	})
-	return &core{Server: srv, pipes: pipes, owner: owner.ID}
+	return pipes
 }
 
 // device is a scripted executor on one socket.

@@ -5,8 +5,6 @@ import (
 	"crypto/ed25519"
 	"crypto/rand"
 	"encoding/base64"
-	"errors"
-	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -20,6 +18,7 @@ import (
 
 	"github.com/sema-agent/sema/internal/clock"
 	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/internal/lanetest"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -35,7 +34,7 @@ import (
 
 // waitBound is the failure bound of every wait: reaching it fails the test;
 // nothing waits for it to pass.
-const waitBound = 10 * time.Second
+const waitBound = lanetest.WaitBound
 
 var laneStart = time.Date(2026, 11, 30, 8, 0, 0, 0, time.UTC)
 
@@ -243,11 +242,11 @@ type fakeDevice struct {
 	epoch    string
 	supports []protocol.InstructionKind
 
-	ws      *websocket.Conn
-	nonce   string
-	gen     protocol.Gen
-	ack     *protocol.HelloAck
-	pending []protocol.ServerFrame // frames read but not yet expected
+	ws    *websocket.Conn
+	nonce string
+	gen   protocol.Gen
+	ack   *protocol.HelloAck
+	inbox lanetest.Inbox // what the socket received; frames read but not yet expected stay in it
 
 	barrierID string
 }
@@ -301,7 +300,7 @@ func (fd *fakeDevice) dial() *protocol.Challenge {
 		}
 		fd.t.Fatalf("dial: %v (status %d)", err, status)
 	}
-	fd.ws, fd.pending, fd.gen, fd.ack = ws, nil, 0, nil
+	fd.ws, fd.inbox, fd.gen, fd.ack = ws, lanetest.Inbox{WS: ws}, 0, nil
 	f := fd.next()
 	ch, ok := f.(*protocol.Challenge)
 	if !ok {
@@ -433,67 +432,26 @@ func (fd *fakeDevice) exit(id string, seq int64, code int) {
 }
 
 // errTimeout is a read that reached waitBound: the socket is still open.
-var errTimeout = errors.New("no frame within the wait bound")
+var errTimeout = lanetest.ErrNoFrame
 
 // read reads one frame from the socket. Every frame the lane sends must
 // pass the executor's own decoder.
 func (fd *fakeDevice) read() (protocol.ServerFrame, error) {
 	fd.t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), waitBound)
-	defer cancel()
-	typ, b, err := fd.ws.Read(ctx)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, errTimeout
-		}
-		return nil, err
-	}
-	if typ != websocket.MessageText {
-		fd.t.Fatalf("the lane sent a binary frame")
-	}
-	f, err := protocol.DecodeServerFrame(protocol.TextMessage, b)
-	if err != nil {
-		fd.t.Fatalf("the lane sent a frame an executor must refuse: %v: %.200s", err, b)
-	}
-	return f, nil
+	return fd.inbox.Read(fd.t)
 }
 
 // next returns the oldest unexpected frame, or reads one.
 func (fd *fakeDevice) next() protocol.ServerFrame {
 	fd.t.Helper()
-	if len(fd.pending) > 0 {
-		f := fd.pending[0]
-		fd.pending = fd.pending[1:]
-		return f
-	}
-	f, err := fd.read()
-	if err != nil {
-		fd.t.Fatalf("reading a frame: %v", err)
-	}
-	return f
+	return fd.inbox.Next(fd.t)
 }
 
 // expect returns the first frame of type T that matches (nil matches any),
 // keeping every other frame for later.
 func expect[T protocol.ServerFrame](fd *fakeDevice, match func(T) bool) T {
 	fd.t.Helper()
-	for i, f := range fd.pending {
-		if g, ok := f.(T); ok && (match == nil || match(g)) {
-			fd.pending = slices.Delete(fd.pending, i, i+1)
-			return g
-		}
-	}
-	for {
-		f, err := fd.read()
-		if err != nil {
-			var zero T
-			fd.t.Fatalf("waiting for a %T frame: %v (unexpected so far: %s)", zero, err, describe(fd.pending...))
-		}
-		if g, ok := f.(T); ok && (match == nil || match(g)) {
-			return g
-		}
-		fd.pending = append(fd.pending, f)
-	}
+	return lanetest.Expect(fd.t, &fd.inbox, match)
 }
 
 func (fd *fakeDevice) instruction() *protocol.Instruction {
@@ -535,16 +493,7 @@ func (fd *fakeDevice) expectCancel(id string) *protocol.Cancel {
 // error; frames read on the way are kept.
 func (fd *fakeDevice) expectClosed() error {
 	fd.t.Helper()
-	for {
-		f, err := fd.read()
-		if err == errTimeout {
-			fd.t.Fatalf("the socket is still open (unexpected frames: %s)", describe(fd.pending...))
-		}
-		if err != nil {
-			return err
-		}
-		fd.pending = append(fd.pending, f)
-	}
+	return fd.inbox.ExpectClosed(fd.t)
 }
 
 // answerExec runs an exec instruction to success: one exit chunk and the
@@ -572,37 +521,16 @@ func (fd *fakeDevice) barrier() []protocol.ServerFrame {
 	}
 	fd.result(fd.barrierID, 0, protocol.VoidOutcome{})
 	expect(fd, func(a *protocol.ResultAck) bool { return a.InstructionID == fd.barrierID })
-	return slices.Clone(fd.pending)
+	return slices.Clone(fd.inbox.Pending)
 }
 
 // none fails if any frame matches.
 func none[T protocol.ServerFrame](t testing.TB, frames []protocol.ServerFrame, what string, match func(T) bool) {
 	t.Helper()
-	for _, f := range frames {
-		if g, ok := f.(T); ok && (match == nil || match(g)) {
-			t.Fatalf("unexpected %s: %s", what, describe(f))
-		}
-	}
+	lanetest.None(t, frames, what, match)
 }
 
-func describe(frames ...protocol.ServerFrame) string {
-	var parts []string
-	for _, f := range frames {
-		b, err := f.MarshalJSON()
-		if err != nil {
-			parts = append(parts, fmt.Sprintf("%T(%v)", f, err))
-			continue
-		}
-		if len(b) > 200 {
-			b = append(b[:200], "…"...)
-		}
-		parts = append(parts, string(b))
-	}
-	if len(parts) == 0 {
-		return "none"
-	}
-	return strings.Join(parts, ", ")
-}
+var describe = lanetest.Describe
 
 // hookStore wraps the lane's store to block or fail chosen calls.
 type hookStore struct {

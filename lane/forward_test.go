@@ -271,7 +271,7 @@ func TestAForwardFollowsADeviceThatMoved(t *testing.T) {
 		t.Fatalf("b remembers %q, %v for the device; want a's replica", replica, ok)
 	}
 	fd.drop()
-	fd.l, fd.ws, fd.pending = c, nil, nil
+	fd.l, fd.ws, fd.inbox.Pending = c, nil, nil
 	fd.establish()
 
 	if m := runVia(t, b, fd, a.ownerKey); m["state"] != "terminal" {

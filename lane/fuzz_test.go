@@ -230,6 +230,6 @@ func TestEstablishedIntakeSeedsOverTheSocket(t *testing.T) {
 			fd.drop()
 			fd.establish()
 		}
-		fd.pending = nil
+		fd.inbox.Pending = nil
 	}
 }

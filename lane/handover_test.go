@@ -116,7 +116,7 @@ func TestAReplicaKeepsTheLeaseOfALiveConnection(t *testing.T) {
 	fd := a.enroll()
 	fd.establish()
 	twin := *fd
-	twin.l, twin.ws, twin.pending = b, nil, nil
+	twin.l, twin.ws, twin.inbox.Pending = b, nil, nil
 	twin.dial()
 	twin.send(twin.helloFrame())
 	twin.expectReject(protocol.RejectAlreadyConnected)
@@ -161,7 +161,7 @@ func TestOnlyAReplicaMayAskForALease(t *testing.T) {
 func TestWorkOnAReplicaTheDeviceLeftSettlesWhenItReconnectsElsewhere(t *testing.T) {
 	a, b := twoReplicas(t)
 	fd, call := droppedWithWorkInFlight(a, "make deploy")
-	fd.l, fd.ws, fd.pending = b, nil, nil
+	fd.l, fd.ws, fd.inbox.Pending = b, nil, nil
 	if ack := fd.establish(); len(ack.PendingInstructions) != 0 {
 		t.Fatalf("the new replica lists %v pending; it holds none of the device's work", ack.PendingInstructions)
 	}

@@ -1,4 +1,4 @@
-package lane
+package lane_test
 
 import (
 	"slices"
@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -14,61 +15,58 @@ import (
 // R1: given the server wrote the instruction frame for I, when the
 // connection drops at any moment afterwards, then I is never sent again.
 func TestR1CommittedInstructionIsNeverResent(t *testing.T) {
-	l := newWSLane(t)
-	fd := l.enroll()
-	fd.establish()
+	r, fe := connected(t)
 	// Given: I was written.
-	call := l.dispatch(fd, execInstr("make deploy"))
-	in := fd.instructionFor(call.ID)
+	call := r.dispatch(fe, execIn("make deploy"))
+	in := fe.instructionFor(call.ID)
 	// When: the socket drops and the same process reconnects.
-	fd.drop()
-	ack := fd.connect()
+	fe.drop()
+	ack := fe.connect()
 	if !slices.Equal(ack.PendingInstructions, []string{in.InstructionID}) {
 		t.Fatalf("pendingInstructions %q, want [%s]", ack.PendingInstructions, in.InstructionID)
 	}
-	fd.send(&protocol.GenerationAck{Gen: fd.gen})
-	next := l.dispatch(fd, execInstr("true"))
+	fe.send(&protocol.GenerationAck{Gen: fe.gen})
+	next := r.dispatch(fe, execIn("true"))
 	// Then: the next instruction written is the new one, and I is never re-sent.
-	got := fd.instruction()
+	got := fe.instruction()
 	if got.InstructionID != next.ID || got.IssuedSeq != 1 {
 		t.Fatalf("after the reconnect the lane sent %s (issuedSeq %d), want %s with issuedSeq 1", got.InstructionID, got.IssuedSeq, next.ID)
 	}
-	none[*protocol.Instruction](t, fd.barrier(), "a re-sent instruction", nil)
+	none[*protocol.Instruction](t, fe.barrier(), "a re-sent instruction", nil)
 	// The one copy the device holds still settles it, under the new gen.
-	fd.answerExec(in.InstructionID, 0)
+	fe.answerExec(in.InstructionID, 0)
 	if s := settled(t, call); s.State != protocol.StateTerminal || !s.Outcome.OK() {
 		t.Fatalf("settlement %+v", s)
 	}
 	// And a new epoch does not re-send it either.
-	fd.answerExec(got.InstructionID, 0)
-	held := l.dispatch(fd, execInstr("sleep 9"))
-	fd.instructionFor(held.ID)
-	fd.drop()
-	fd.restart()
-	fd.establish()
-	none[*protocol.Instruction](t, fd.barrier(), "a re-sent instruction after a new epoch", nil)
+	fe.answerExec(got.InstructionID, 0)
+	fe.start(execIn("sleep 9"))
+	fe.drop()
+	fe.restart()
+	fe.establish()
+	none[*protocol.Instruction](t, fe.barrier(), "a re-sent instruction after a new epoch", nil)
 }
 
 // R2: given I dispatched and the socket dropped, when the device
 // reconnects with the same epoch, then helloAck lists I with its
 // watermark; after generationAck the device resumes under the new gen.
 func TestR2SameEpochReconnectResumes(t *testing.T) {
-	l := newWSLane(t)
-	fd := l.enroll()
-	first := fd.establish()
-	i := l.dispatch(fd, execInstr("build"))
-	j := l.dispatch(fd, execInstr("test"))
-	fd.instructionFor(i.ID)
-	fd.instructionFor(j.ID)
-	fd.chunk(i.ID, 0, protocol.ChunkStdout, "a")
-	fd.expectChunkAck(i.ID, 0)
-	fd.chunk(i.ID, 1, protocol.ChunkStdout, "b")
-	fd.expectChunkAck(i.ID, 1)
-	fd.chunk(i.ID, 3, protocol.ChunkStdout, "d") // buffered behind the gap at 2
-	fd.expectChunkAck(i.ID, 1)
+	r := newRig(t)
+	fe := r.enroll()
+	first := fe.establish()
+	i := r.dispatch(fe, execIn("build"))
+	j := r.dispatch(fe, execIn("test"))
+	fe.instructionFor(i.ID)
+	fe.instructionFor(j.ID)
+	fe.chunk(i.ID, 0, protocol.ChunkStdout, "a")
+	fe.expectChunkAck(i.ID, 0)
+	fe.chunk(i.ID, 1, protocol.ChunkStdout, "b")
+	fe.expectChunkAck(i.ID, 1)
+	fe.chunk(i.ID, 3, protocol.ChunkStdout, "d") // buffered behind the gap at 2
+	fe.expectChunkAck(i.ID, 1)
 
-	fd.drop()
-	ack := fd.connect()
+	fe.drop()
+	ack := fe.connect()
 	if ack.Gen <= first.Gen {
 		t.Fatalf("gen %s after gen %s: a reconnect must get a new generation", ack.Gen, first.Gen)
 	}
@@ -78,17 +76,17 @@ func TestR2SameEpochReconnectResumes(t *testing.T) {
 	if len(ack.ChunkWatermarks) != 2 || ack.ChunkWatermarks[i.ID] != 1 || ack.ChunkWatermarks[j.ID] != -1 {
 		t.Fatalf("chunkWatermarks %v, want {%s: 1, %s: -1}", ack.ChunkWatermarks, i.ID, j.ID)
 	}
-	fd.send(&protocol.GenerationAck{Gen: fd.gen})
+	fe.send(&protocol.GenerationAck{Gen: fe.gen})
 	// Re-send from the watermark, re-stamped with the new gen.
-	fd.chunk(i.ID, 1, protocol.ChunkStdout, "b")
-	fd.expectChunkAck(i.ID, 1)
-	fd.chunk(i.ID, 2, protocol.ChunkStdout, "c")
-	fd.expectChunkAck(i.ID, 3) // the chunk buffered before the drop still counts
-	fd.exit(i.ID, 4, 0)
-	fd.expectChunkAck(i.ID, 4)
-	fd.result(i.ID, 0, protocol.ExecOutcome{ExitCode: 0})
-	fd.expectResultAck(i.ID)
-	chunks, s := events(t, i)
+	fe.chunk(i.ID, 1, protocol.ChunkStdout, "b")
+	fe.expectChunkAck(i.ID, 1)
+	fe.chunk(i.ID, 2, protocol.ChunkStdout, "c")
+	fe.expectChunkAck(i.ID, 3) // the chunk buffered before the drop still counts
+	fe.exit(i.ID, 4, 0)
+	fe.expectChunkAck(i.ID, 4)
+	fe.result(i.ID, 0, protocol.ExecOutcome{ExitCode: 0})
+	fe.expectResultAck(i.ID)
+	chunks, s := callEvents(t, i)
 	var out string
 	for _, c := range chunks[:4] {
 		out += string(c.Data)
@@ -96,7 +94,7 @@ func TestR2SameEpochReconnectResumes(t *testing.T) {
 	if out != "abcd" || chunks[4].Kind != protocol.ChunkExit || s.State != protocol.StateTerminal {
 		t.Fatalf("resumed stream %q, %d chunks, %+v", out, len(chunks), s)
 	}
-	fd.answerExec(j.ID, 3)
+	fe.answerExec(j.ID, 3)
 	if s := settled(t, j); s.Outcome.(protocol.ExecOutcome).ExitCode != 3 {
 		t.Fatalf("j settled %+v", s)
 	}
@@ -107,16 +105,13 @@ func TestR2SameEpochReconnectResumes(t *testing.T) {
 // result is answered by a bare resultAck from the memo, a late chunk is
 // dropped.
 func TestR3NewEpochAbandonsInFlightBeforeHelloAck(t *testing.T) {
-	l := newWSLane(t)
-	fd := l.enroll()
-	fd.establish()
-	call := l.dispatch(fd, execInstr("rm -rf build"))
-	fd.instructionFor(call.ID)
-	fd.chunk(call.ID, 0, protocol.ChunkStdout, "removing")
-	fd.expectChunkAck(call.ID, 0)
-	fd.drop()
-	fd.restart()
-	ack := fd.connect()
+	r, fe := connected(t)
+	call := fe.start(execIn("rm -rf build"))
+	fe.chunk(call.ID, 0, protocol.ChunkStdout, "removing")
+	fe.expectChunkAck(call.ID, 0)
+	fe.drop()
+	fe.restart()
+	ack := fe.connect()
 	// Settled before helloAck was written: no wait here.
 	if !isSettled(call) {
 		t.Fatal("helloAck arrived while the abandoned instruction was still in flight")
@@ -128,18 +123,18 @@ func TestR3NewEpochAbandonsInFlightBeforeHelloAck(t *testing.T) {
 	if !strings.Contains(f.Message, "epoch") {
 		t.Fatalf("message %q does not say why", f.Message)
 	}
-	fd.send(&protocol.GenerationAck{Gen: fd.gen})
+	fe.send(&protocol.GenerationAck{Gen: fe.gen})
 	// A late result: acked, believed by nobody.
-	fd.result(call.ID, 0, protocol.ExecOutcome{ExitCode: 0})
-	fd.expectResultAck(call.ID)
+	fe.result(call.ID, 0, protocol.ExecOutcome{ExitCode: 0})
+	fe.expectResultAck(call.ID)
 	// A late chunk: silently ignored, no chunkAck and no refusal.
-	fd.chunk(call.ID, 1, protocol.ChunkStdout, "late")
-	none[*protocol.ChunkAck](t, fd.barrier(), "chunkAck for a settled instruction", nil)
-	l.wantRejected(fd.id)
+	fe.chunk(call.ID, 1, protocol.ChunkStdout, "late")
+	none[*protocol.ChunkAck](t, fe.barrier(), "chunkAck for a settled instruction", nil)
+	r.wantRefused()
 	if s := settled(t, call); s.Outcome.OK() {
 		t.Fatalf("the late result overturned the settlement: %+v", s)
 	}
-	chunks, _ := events(t, call)
+	chunks, _ := callEvents(t, call)
 	if len(chunks) != 1 || string(chunks[0].Data) != "removing" {
 		t.Fatalf("the caller saw %d chunks, want only the one before the restart", len(chunks))
 	}
@@ -149,61 +144,56 @@ func TestR3NewEpochAbandonsInFlightBeforeHelloAck(t *testing.T) {
 // established within the reconnect grace, then I settles outcome_unknown
 // (and what was only queued, target_unavailable never started).
 func TestR4ReconnectGrace(t *testing.T) {
-	l := newWSLane(t, func(c *Config) { c.MaxInflight = 1 })
-	grace := l.srv.cfg.ReconnectGrace
-	fd := l.enroll()
-	fd.establish()
-	long := Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "deploy"}, Timeout: time.Hour}
-	i := l.dispatch(fd, long)
-	q := l.dispatch(fd, long)
-	fd.instructionFor(i.ID)
-	fd.drop()
-	l.clk.Advance(grace - time.Millisecond)
+	r, fe := connected(t, func(c *lane.Config) { c.MaxInflight = 1 })
+	grace := r.Config().ReconnectGrace
+	long := lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "deploy"}, Timeout: time.Hour}
+	i := r.dispatch(fe, long)
+	q := r.dispatch(fe, long)
+	fe.instructionFor(i.ID)
+	fe.drop()
+	r.clk.Advance(grace - time.Millisecond)
 	if isSettled(i) || isSettled(q) {
 		t.Fatal("settled before the reconnect grace ran out")
 	}
-	l.clk.Advance(time.Millisecond)
+	r.clk.Advance(time.Millisecond)
 	f := wantFailure(t, settled(t, i), protocol.StateTerminal, protocol.ErrOutcomeUnknown)
 	if !strings.Contains(f.Message, "reconnect") {
 		t.Fatalf("message %q", f.Message)
 	}
 	wantFailure(t, settled(t, q), protocol.StateTerminalNeverStarted, protocol.ErrTargetUnavailable)
 	// A later same-epoch reconnect does not list it; its result is memo-acked only.
-	ack := fd.connect()
+	ack := fe.connect()
 	if len(ack.PendingInstructions) != 0 {
 		t.Fatalf("pendingInstructions %v after the grace", ack.PendingInstructions)
 	}
-	fd.send(&protocol.GenerationAck{Gen: fd.gen})
-	fd.result(i.ID, 0, protocol.ExecOutcome{ExitCode: 0})
-	fd.expectResultAck(i.ID)
+	fe.send(&protocol.GenerationAck{Gen: fe.gen})
+	fe.result(i.ID, 0, protocol.ExecOutcome{ExitCode: 0})
+	fe.expectResultAck(i.ID)
 	if settled(t, i).Outcome.OK() {
 		t.Fatal("a late result was believed")
 	}
 	// The queued call was never committed: a result for it is unknown.
-	fd.result(q.ID, 0, protocol.ExecOutcome{ExitCode: 0})
-	none[*protocol.ResultAck](t, fd.barrier(), "resultAck for a never-started instruction", func(a *protocol.ResultAck) bool { return a.InstructionID == q.ID })
-	l.wantRejected(fd.id, "unknown_instruction")
+	fe.result(q.ID, 0, protocol.ExecOutcome{ExitCode: 0})
+	none[*protocol.ResultAck](t, fe.barrier(), "resultAck for a never-started instruction", func(a *protocol.ResultAck) bool { return a.InstructionID == q.ID })
+	r.wantRefused("unknown_instruction")
 }
 
 // R4, the other side: a reconnect inside the grace stops it.
 func TestR4ReconnectWithinGraceKeepsTheBooksOpen(t *testing.T) {
-	l := newWSLane(t)
-	grace := l.srv.cfg.ReconnectGrace
-	fd := l.enroll()
-	fd.establish()
-	i := l.dispatch(fd, Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "long"}, Timeout: time.Hour})
-	fd.instructionFor(i.ID)
-	fd.drop()
-	l.clk.Advance(grace / 2)
-	fd.establish()
-	for elapsed := time.Duration(0); elapsed < grace; elapsed += l.srv.cfg.HeartbeatInterval {
-		l.clk.Advance(l.srv.cfg.HeartbeatInterval)
-		fd.send(&protocol.Heartbeat{Gen: fd.gen, Seq: int64(elapsed), Inflight: []string{i.ID}})
-		fd.barrier()
+	r, fe := connected(t)
+	cfg := r.Config()
+	i := fe.start(lane.Instruction{Kind: protocol.KindExec, Args: protocol.CommandArgs{Command: "long"}, Timeout: time.Hour})
+	fe.drop()
+	r.clk.Advance(cfg.ReconnectGrace / 2)
+	fe.establish()
+	for elapsed := time.Duration(0); elapsed < cfg.ReconnectGrace; elapsed += cfg.HeartbeatInterval {
+		r.clk.Advance(cfg.HeartbeatInterval)
+		fe.send(&protocol.Heartbeat{Gen: fe.gen, Seq: int64(elapsed), Inflight: []string{i.ID}})
+		fe.barrier()
 	}
 	if isSettled(i) {
 		t.Fatalf("settled %+v although the device came back within the grace", settled(t, i))
 	}
-	fd.answerExec(i.ID, 0)
+	fe.answerExec(i.ID, 0)
 	settled(t, i)
 }
