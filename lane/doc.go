@@ -32,5 +32,8 @@
 //     bindings; periodic.go: the rounds both run on.
 //   - auditevents.go: the audit trail's event names; the rows go to
 //     the audit writer (package lane/audit), which batches them;
-//     metrics.go: the counters.
+//     historyrow.go, history.go: the instruction history, one row per
+//     settled call, written in batches off the call's path;
+//     call.go's DeviceNotice: what a caller following the device hears
+//     when its connection drops and comes back; metrics.go: the counters.
 package lane
