@@ -210,6 +210,11 @@ const (
 	CodeDeviceNotRevoked = "device.not_revoked"
 )
 
+// RenameDeviceRequest is the closed body of POST /v1/devices/{id}/rename.
+type RenameDeviceRequest struct {
+	DisplayName string `json:"displayName"`
+}
+
 // CreateIdentityRequest is the closed body of POST /v1/identities.
 type CreateIdentityRequest struct {
 	Name string `json:"name"`

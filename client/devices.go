@@ -25,9 +25,7 @@ func (c *Client) Revoke(ctx context.Context, deviceID string) (api.Device, error
 // returns the device renamed.
 func (c *Client) Rename(ctx context.Context, deviceID, name string) (api.Device, error) {
 	var d api.Device
-	err := c.call(ctx, http.MethodPost, "/v1/devices/"+url.PathEscape(deviceID)+"/rename", struct {
-		DisplayName string `json:"displayName"`
-	}{name}, &d)
+	err := c.call(ctx, http.MethodPost, "/v1/devices/"+url.PathEscape(deviceID)+"/rename", api.RenameDeviceRequest{DisplayName: name}, &d)
 	return d, err
 }
 

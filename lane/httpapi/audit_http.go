@@ -175,20 +175,20 @@ func chainHead(h store.ChainHead) api.ChainHead {
 }
 
 // verifyFields is the closed body of POST /v1/audit/verify.
-var verifyFields = []bodyField{
-	{name: "from", check: func(v string) string {
+var verifyFields = fieldsOf[api.AuditVerifyRequest](map[string]func(string) string{
+	"from": func(v string) string {
 		if _, err := api.ParseCheckpoint(v); err != nil {
 			return err.Error()
 		}
 		return ""
-	}},
-	{name: "chain", check: func(v string) string {
+	},
+	"chain": func(v string) string {
 		if _, aerr := chainParam(v); aerr != nil {
 			return aerr.Message
 		}
 		return ""
-	}},
-}
+	},
+})
 
 // verifyAudit is POST /v1/audit/verify {"from"?}: the audit chain
 // recomputed from a checkpoint, or from its anchor. A row that does not

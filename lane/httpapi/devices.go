@@ -43,14 +43,14 @@ func (s *API) listDevices(w http.ResponseWriter, r *http.Request) {
 
 // renameFields is the closed body of POST /v1/devices/{id}/rename: the
 // name is bounded as enrollment bounds it.
-var renameFields = []bodyField{
-	{name: "displayName", required: true, check: func(v string) string {
+var renameFields = fieldsOf[api.RenameDeviceRequest](map[string]func(string) string{
+	"displayName": func(v string) string {
 		if v == "" {
 			return "must not be empty"
 		}
 		return maxBytes(255)(v)
-	}},
-}
+	},
+})
 
 // renameDevice is POST /v1/devices/{id}/rename.
 func (s *API) renameDevice(w http.ResponseWriter, r *http.Request) {

@@ -16,8 +16,8 @@ import (
 // plaintext key exists only in the answer that issued it.
 
 // identityFields is the closed body of POST /v1/identities.
-var identityFields = []bodyField{
-	{name: "name", required: true, check: func(v string) string {
+var identityFields = fieldsOf[api.CreateIdentityRequest](map[string]func(string) string{
+	"name": func(v string) string {
 		if v == "" {
 			return "must not be empty"
 		}
@@ -27,8 +27,8 @@ var identityFields = []bodyField{
 			}
 		}
 		return maxBytes(255)(v)
-	}},
-}
+	},
+})
 
 // adminOnly answers 403 auth.forbidden unless the caller is the admin. A
 // lane with no admin (an embedder's) refuses everyone.

@@ -10,7 +10,7 @@ import (
 )
 
 // rebindFields is the closed body of POST /v1/sessions/{rootSessionId}/rebind.
-var rebindFields = []bodyField{{name: "deviceId", required: true, check: maxBytes(64)}}
+var rebindFields = fieldsOf[api.RebindRequest](map[string]func(string) string{"deviceId": maxBytes(64)})
 
 func sessionView(b store.Session) api.Session {
 	return api.Session{RootSessionID: b.RootSessionID, DeviceID: b.DeviceID, BoundAt: api.WireTime(b.BoundAt)}
