@@ -24,8 +24,9 @@
 //     back through conn.go (the read loop) → frames.go (handleChunk,
 //     handleResult: admitted by connstate.go's table) → stream.go (the
 //     reorder buffer and the exit checks) → call.go (the Call's output,
-//     which the caller reads with Call.Next; the result settles it through
-//     device.go's settle, into the memo of memo.go).
+//     which the caller reads with Call.Next) → settle.go (the result closes
+//     the device's books on it and hands the caller its settlement) →
+//     memo.go (its id in the settled memo). Each file once, in this order.
 //   - leases.go, leasebatch.go, renewer.go: the connection leases (§1.4);
 //     replica.go, cluster.go, handover.go: replicas on one registry.
 //   - sessions.go: root session binding (§9); janitor.go prunes idle
