@@ -264,10 +264,19 @@ func printHistoryRecord(r api.InstructionRecord) error {
 		{"stdout", words.Count(r.StdoutBytes, "byte", "bytes") + truncatedMark(r.TruncatedStdout)},
 		{"stderr", words.Count(r.StderrBytes, "byte", "bytes") + truncatedMark(r.TruncatedStderr)},
 		{"data", words.Count(r.DataBytes, "byte", "bytes")},
+		{"chain", fmt.Sprintf("%s:%d:%s (written %s, after %s)", api.ChainHistory, r.Seq, r.Digest, r.At, shortDigest(r.PrevDigest))},
 	} {
 		fmt.Fprintf(tw, "%s:\t%s\n", f[0], safetext.String(f[1]))
 	}
 	return tw.Flush()
+}
+
+// shortDigest is a digest's first 12 characters, enough to tell rows apart.
+func shortDigest(d string) string {
+	if len(d) > 12 {
+		return d[:12] + "…"
+	}
+	return d
 }
 
 func truncatedMark(t bool) string {
