@@ -1,11 +1,9 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"errors"
 	"net/http"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -37,17 +35,9 @@ func parseAuditQuery(raw string) (auditQuery, *apiError) {
 	field := func(format string, args ...any) (auditQuery, *apiError) {
 		return q, errorf(http.StatusBadRequest, api.CodeFieldInvalid, format, args...)
 	}
-	values, err := parseQuery(raw)
-	if err != nil {
-		return q, errorf(http.StatusBadRequest, api.CodeBodyShape, "the query string is malformed: %v", err)
-	}
-	for key, v := range values {
-		switch {
-		case !slices.Contains(auditQueryKeys, key):
-			return q, errorf(http.StatusBadRequest, api.CodeBodyShape, "unknown query parameter %q (the audit trail takes %s)", clip(key), strings.Join(auditQueryKeys, ", "))
-		case len(v) > 1:
-			return q, errorf(http.StatusBadRequest, api.CodeBodyShape, "the query parameter %q is given %d times", key, len(v))
-		}
+	values, aerr := closedQuery(raw, auditQueryKeys, "the audit trail")
+	if aerr != nil {
+		return q, aerr
 	}
 	if v, ok := values["limit"]; ok {
 		n, err := parsePositive(v[0])
@@ -83,25 +73,9 @@ func parseAuditQuery(raw string) (auditQuery, *apiError) {
 // it and the last row's id.
 const auditCursorPrefix = "audit."
 
-func auditCursor(id int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(auditCursorPrefix + strconv.FormatInt(id, 10)))
-}
+func auditCursor(id int64) string { return pageCursor(auditCursorPrefix, id) }
 
-func parseAuditCursor(s string) (int64, bool) {
-	b, err := base64.RawURLEncoding.Strict().DecodeString(s)
-	if err != nil {
-		return 0, false
-	}
-	rest, ok := strings.CutPrefix(string(b), auditCursorPrefix)
-	if !ok {
-		return 0, false
-	}
-	if rest == "0" {
-		return 0, true
-	}
-	n, err := parsePositive(rest)
-	return n, err == nil
-}
+func parseAuditCursor(s string) (int64, bool) { return parsePageCursor(auditCursorPrefix, s) }
 
 // listAudit is GET /v1/audit: one page of the trail, oldest first. next is
 // always given: where the rows after this page begin, also at the end of

@@ -4,9 +4,10 @@ import (
 	"bytes"
 	"encoding/base64"
 	"fmt"
-	"github.com/sema-agent/sema/lane"
 	"runtime"
 	"testing"
+
+	"github.com/sema-agent/sema/lane"
 
 	"github.com/sema-agent/sema/internal/b64"
 	"github.com/sema-agent/sema/protocol"

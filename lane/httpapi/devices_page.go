@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"net/http"
-	"slices"
 	"strings"
 
 	"github.com/sema-agent/sema/api"
@@ -29,17 +28,9 @@ func parseDeviceQuery(raw string) (deviceQuery, *apiError) {
 	field := func(format string, args ...any) (deviceQuery, *apiError) {
 		return q, errorf(http.StatusBadRequest, api.CodeFieldInvalid, format, args...)
 	}
-	values, err := parseQuery(raw)
-	if err != nil {
-		return q, errorf(http.StatusBadRequest, api.CodeBodyShape, "the query string is malformed: %v", err)
-	}
-	for key, v := range values {
-		switch {
-		case !slices.Contains(deviceQueryKeys, key):
-			return q, errorf(http.StatusBadRequest, api.CodeBodyShape, "unknown query parameter %q (the device list takes %s)", clip(key), strings.Join(deviceQueryKeys, ", "))
-		case len(v) > 1:
-			return q, errorf(http.StatusBadRequest, api.CodeBodyShape, "the query parameter %q is given %d times", key, len(v))
-		}
+	values, aerr := closedQuery(raw, deviceQueryKeys, "the device list")
+	if aerr != nil {
+		return q, aerr
 	}
 	if v, ok := values["limit"]; ok {
 		n, err := parsePositive(v[0])

@@ -1,11 +1,12 @@
 package httpapi
 
 import (
-	"github.com/sema-agent/sema/api"
 	"net/http"
 	"net/url"
 	"strconv"
 	"testing"
+
+	"github.com/sema-agent/sema/api"
 )
 
 // The device list's query parser: never a panic; a refusal is a 400 with

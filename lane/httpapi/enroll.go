@@ -3,11 +3,12 @@ package httpapi
 import (
 	"encoding/base64"
 	"errors"
-	"github.com/sema-agent/sema/lane"
 	"net/http"
 	"strconv"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sema-agent/sema/lane"
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/store"

@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"github.com/sema-agent/sema/lane"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -15,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/sema-agent/sema/lane"
 
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/lane/store/postgres"

@@ -7,14 +7,15 @@ import (
 	"bytes"
 	"encoding/base64"
 	"encoding/json"
-	"github.com/sema-agent/sema/internal/lanetest"
-	"github.com/sema-agent/sema/lane"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/sema-agent/sema/internal/lanetest"
+	"github.com/sema-agent/sema/lane"
 
 	"github.com/sema-agent/sema/lane/store"
 )

@@ -3,12 +3,13 @@ package httpapi
 import (
 	"bytes"
 	"context"
-	"github.com/sema-agent/sema/api"
-	"github.com/sema-agent/sema/lane"
 	"io"
 	"net/http"
 	"net/url"
 	"strings"
+
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/lane"
 
 	"github.com/sema-agent/sema/lane/cluster"
 )

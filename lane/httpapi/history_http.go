@@ -1,11 +1,8 @@
 package httpapi
 
 import (
-	"encoding/base64"
 	"errors"
 	"net/http"
-	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -33,17 +30,9 @@ func parseHistoryQuery(raw string) (historyQuery, *apiError) {
 	field := func(format string, args ...any) (historyQuery, *apiError) {
 		return q, errorf(http.StatusBadRequest, api.CodeFieldInvalid, format, args...)
 	}
-	values, err := parseQuery(raw)
-	if err != nil {
-		return q, errorf(http.StatusBadRequest, api.CodeBodyShape, "the query string is malformed: %v", err)
-	}
-	for key, v := range values {
-		switch {
-		case !slices.Contains(historyQueryKeys, key):
-			return q, errorf(http.StatusBadRequest, api.CodeBodyShape, "unknown query parameter %q (the instruction history takes %s)", clip(key), strings.Join(historyQueryKeys, ", "))
-		case len(v) > 1:
-			return q, errorf(http.StatusBadRequest, api.CodeBodyShape, "the query parameter %q is given %d times", key, len(v))
-		}
+	values, aerr := closedQuery(raw, historyQueryKeys, "the instruction history")
+	if aerr != nil {
+		return q, aerr
 	}
 	get := func(key string) (string, bool) {
 		v, ok := values[key]
@@ -133,26 +122,10 @@ func validIdentityID(s string) bool {
 const historyCursorPrefix = "h1:"
 
 // historyCursor is the opaque cursor after the row of seq.
-func historyCursor(seq int64) string {
-	return base64.RawURLEncoding.EncodeToString([]byte(historyCursorPrefix + strconv.FormatInt(seq, 10)))
-}
+func historyCursor(seq int64) string { return pageCursor(historyCursorPrefix, seq) }
 
 // parseHistoryCursor reads a cursor historyCursor made.
-func parseHistoryCursor(c string) (int64, bool) {
-	b, err := base64.RawURLEncoding.Strict().DecodeString(c)
-	if err != nil {
-		return 0, false
-	}
-	digits, ok := strings.CutPrefix(string(b), historyCursorPrefix)
-	if !ok {
-		return 0, false
-	}
-	if digits == "0" {
-		return 0, true
-	}
-	n, err := parsePositive(digits)
-	return n, err == nil
-}
+func parseHistoryCursor(c string) (int64, bool) { return parsePageCursor(historyCursorPrefix, c) }
 
 // listInstructions is GET /v1/instructions: the caller's own history, or,
 // for the admin, any identity's (identity= to choose one). Rows are in the

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"errors"
-	"github.com/sema-agent/sema/lane"
-	"github.com/sema-agent/sema/lane/store/sqlite"
 	"io"
 	"log/slog"
 	"net"
@@ -15,6 +13,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sema-agent/sema/lane"
+	"github.com/sema-agent/sema/lane/store/sqlite"
 
 	"github.com/coder/websocket"
 )

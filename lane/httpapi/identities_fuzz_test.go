@@ -2,12 +2,13 @@ package httpapi
 
 import (
 	"encoding/json"
-	"github.com/sema-agent/sema/api"
-	"github.com/sema-agent/sema/lane"
 	"maps"
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/lane"
 )
 
 // The request bodies of the identity endpoints (POST /v1/identities, POST /v1/api-keys,

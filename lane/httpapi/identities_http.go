@@ -2,9 +2,10 @@ package httpapi
 
 import (
 	"errors"
-	"github.com/sema-agent/sema/lane"
 	"net/http"
 	"unicode"
+
+	"github.com/sema-agent/sema/lane"
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/store"

@@ -2,12 +2,13 @@ package httpapi
 
 import (
 	"bytes"
-	"github.com/sema-agent/sema/internal/lanetest"
-	"github.com/sema-agent/sema/lane"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sema-agent/sema/internal/lanetest"
+	"github.com/sema-agent/sema/lane"
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/store"

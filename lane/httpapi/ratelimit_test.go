@@ -1,10 +1,11 @@
 package httpapi
 
 import (
-	"github.com/sema-agent/sema/internal/lanetest"
 	"io"
 	"testing"
 	"time"
+
+	"github.com/sema-agent/sema/internal/lanetest"
 )
 
 func TestRetryAfterIsWholeSecondsAtLeastOne(t *testing.T) {

@@ -2,8 +2,9 @@ package httpapi
 
 import (
 	"errors"
-	"github.com/sema-agent/sema/lane"
 	"net/http"
+
+	"github.com/sema-agent/sema/lane"
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/lane/store"

@@ -3,7 +3,6 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
-	"github.com/sema-agent/sema/lane"
 	"io"
 	"math"
 	"net/http"
@@ -14,6 +13,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/sema-agent/sema/lane"
 
 	"github.com/go-json-experiment/json/jsontext"
 

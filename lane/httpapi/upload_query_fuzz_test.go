@@ -1,12 +1,13 @@
 package httpapi
 
 import (
-	"github.com/sema-agent/sema/api"
-	"github.com/sema-agent/sema/lane"
 	"net/http"
 	"net/url"
 	"testing"
 	"time"
+
+	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/lane"
 
 	"github.com/sema-agent/sema/protocol"
 )
