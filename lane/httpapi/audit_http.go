@@ -158,7 +158,7 @@ var verifyFields = fieldsOf[api.AuditVerifyRequest](map[string]func(string) stri
 	},
 	"chain": func(v string) string {
 		if _, aerr := chainParam(v); aerr != nil {
-			return aerr.Message
+			return "must be one of " + strings.Join(api.Chains, ", ")
 		}
 		return ""
 	},

@@ -142,3 +142,24 @@ func TestVerifyNamesTheRowThatDoesNotMatch(t *testing.T) {
 		t.Fatalf("verify after an edit: %+v (problem %+v)", v, v.Problem)
 	}
 }
+
+// The chain of a checkpoint or a verify is audit (the default) or history;
+// any other is a 400 that names the parameter and the chains there are,
+// and a from of one chain with chain= another is refused.
+func TestAChainThatIsNotTheLanesIsRefusedNamingTheChains(t *testing.T) {
+	l := newTestLane(t)
+	_, admin := l.admin()
+	if h := decodeAs[api.ChainHead](t, l.do("GET", "/v1/audit/checkpoint?chain=history", admin, "").Body); h.Chain != api.ChainHistory {
+		t.Fatalf("the history's checkpoint: %+v", h)
+	}
+	for _, tt := range []struct{ method, path, body, want string }{
+		{"GET", "/v1/audit/checkpoint?chain=x", "", `chain must be one of audit, history, got \"x\"`},
+		{"POST", "/v1/audit/verify", `{"chain":"x"}`, `chain must be one of audit, history"`},
+		{"POST", "/v1/audit/verify", `{"chain":"history","from":"audit:0:` + api.ChainGenesis + `"}`, "from is a checkpoint of the audit chain, not of history"},
+	} {
+		r := l.do(tt.method, tt.path, admin, tt.body)
+		if r.Status != http.StatusBadRequest || !strings.Contains(string(r.Body), tt.want) {
+			t.Errorf("%s %s %s: %d %s; want 400 with %q", tt.method, tt.path, tt.body, r.Status, r.Body, tt.want)
+		}
+	}
+}
