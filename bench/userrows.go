@@ -123,6 +123,9 @@ func fsPut(ctx context.Context, e *Env) Measure {
 		return Measure{Lane: Result{Err: err}, Base: Result{Err: err}}
 	}
 	dst := filepath.Join(e.U.Workspace, "put.bin")
+	if err := e.freePages(e.U.Workspace); err != nil {
+		return Measure{Lane: Result{Err: err}, Base: Result{Err: err}}
+	}
 	lane := e.lane(e.U.Sema(ctx, "fs", "put", "--timeout", "10m", src, "put.bin"), true)
 	if lane.Err == nil {
 		lane.Err = e.verify(dst)
@@ -135,6 +138,9 @@ func fsPut(ctx context.Context, e *Env) Measure {
 		}
 		defer f.Close()
 		to := filepath.Join(e.U.Local, "ssh-put.bin")
+		if err := e.freePages(e.U.Local); err != nil {
+			return Result{Err: err}
+		}
 		cmd := e.SSH.Command("cat > " + to + " && sync " + to)
 		cmd.Stdin = f
 		r := e.ssh(cmd)
@@ -157,6 +163,9 @@ func fsGet(ctx context.Context, e *Env) Measure {
 		return Measure{Lane: Result{Err: err}, Base: Result{Err: err}}
 	}
 	local := filepath.Join(e.U.Local, "got.bin")
+	if err := e.freePages(e.U.Local); err != nil {
+		return Measure{Lane: Result{Err: err}, Base: Result{Err: err}}
+	}
 	note := "sha256 checked"
 	var cmd *exec.Cmd
 	var f *os.File
@@ -180,6 +189,9 @@ func fsGet(ctx context.Context, e *Env) Measure {
 	os.Remove(local)
 	base := e.sshOr(func() Result {
 		to := filepath.Join(e.U.Local, "ssh-got.bin")
+		if err := e.freePages(e.U.Local); err != nil {
+			return Result{Err: err}
+		}
 		f, err := out(to)
 		if err != nil {
 			return Result{Err: err}
