@@ -209,3 +209,43 @@ func TestSandboxThroughMCP(t *testing.T) {
 		t.Errorf("run_command: %+v", r)
 	}
 }
+
+// A command cannot reach the executor through any of its threads: not the
+// one that started the command inside the command's own Landlock domain
+// (which a kill of the executor's pid never names), in every mode, off
+// included. Each thread's environment and memory stay unreadable, and a
+// signal aimed at a thread's id (kill, which the kernel takes as the whole
+// process) is refused.
+func TestSandboxCommandCannotReachTheExecutorThroughItsThreads(t *testing.T) {
+	for _, mode := range []string{"workspace-write", "off"} {
+		t.Run(mode, func(t *testing.T) {
+			d := startSandboxed(t, "--sandbox", mode)
+			script := `for t in /proc/$PPID/task/*; do tid=${t##*/}
+				cat $t/environ && echo "environ of $tid read"
+				dd if=$t/mem bs=1 count=1 skip=4194304 >/dev/null 2>&1 && echo "memory of $tid read"
+				kill -0 $tid && echo "thread $tid signalled"
+			done; true`
+			if mode == "off" && os.Geteuid() == 0 {
+				// A root executor's commands keep every capability in off
+				// (docs/executor.md), CAP_SYS_PTRACE among them: only the
+				// signals are kept from them there.
+				script = `for t in /proc/$PPID/task/*; do tid=${t##*/}; kill -0 $tid && echo "thread $tid signalled"; done; true`
+			}
+			out, errOut, code := d.run(t, script)
+			if code != 0 || strings.Contains(out, " read") || strings.Contains(out, "signalled") || strings.Contains(out+errOut, sandboxTestKey) {
+				t.Errorf("exit %d, stdout %q, stderr %q: want every thread out of reach", code, out, errOut)
+			}
+			if out, errOut, code := d.run(t, `kill -9 $(ls /proc/$PPID/task)`); code == 0 {
+				t.Errorf("a SIGKILL to the executor's threads: exit 0 %q %q", out, errOut)
+			}
+			select {
+			case <-d.serve.done:
+				t.Fatalf("serve was killed by a command: %v\n%s", d.serve.err, d.serve.stderr)
+			default:
+			}
+			if out, _, code := d.run(t, "echo alive"); code != 0 || out != "alive\n" {
+				t.Errorf("after the attempts: exit %d %q", code, out)
+			}
+		})
+	}
+}
