@@ -4,15 +4,18 @@ package cli_test
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/mcp"
+	"golang.org/x/sys/unix"
 )
 
 // The sandbox through the real binaries: `sema device serve` started as a
@@ -31,6 +34,13 @@ const sandboxTestKey = "sk_sandbox_test_secret"
 
 func startSandboxed(t *testing.T, flags ...string) *sandboxedDevice {
 	t.Helper()
+	return startSandboxedOn(t, nil, flags...)
+}
+
+// startSandboxedOn starts serve with tty (when not nil) as its stdin and
+// controlling terminal, as from a terminal.
+func startSandboxedOn(t *testing.T, tty *os.File, flags ...string) *sandboxedDevice {
+	t.Helper()
 	d := &sandboxedDevice{s: startServer(t, t.TempDir()), ws: t.TempDir(), home: t.TempDir(), allow: t.TempDir(), outer: t.TempDir()}
 	for _, dir := range []string{".ssh", ".cache"} {
 		if err := os.Mkdir(filepath.Join(d.home, dir), 0o700); err != nil {
@@ -43,7 +53,11 @@ func startSandboxed(t *testing.T, flags ...string) *sandboxedDevice {
 	d.state, d.id = enroll(t, d.s, d.ws)
 	env := []string{"TMPDIR=" + t.TempDir(), "HOME=" + d.home, "XDG_CONFIG_HOME=", "XDG_CACHE_HOME=", "SEMA_API_KEY=" + sandboxTestKey}
 	args := append([]string{"device", "serve", "--state-dir", d.state, "--allow-path", d.allow}, flags...)
-	d.serve = startProc(t, env, nil, args...)
+	if tty == nil {
+		d.serve = startProc(t, env, nil, args...)
+	} else {
+		d.serve = startProcAttr(t, env, tty, &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}, args...)
+	}
 	waitFor(t, "the device to come online", func() bool {
 		select {
 		case <-d.serve.done:
@@ -248,4 +262,41 @@ func TestSandboxCommandCannotReachTheExecutorThroughItsThreads(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A confined command has no controlling terminal, even when serve runs in
+// one: through /dev/tty it could read what the user types there, and push
+// input into it (TIOCSTI) that the user's shell runs, unconfined, once serve
+// ends. Opening /dev/tty fails with the kernel's ENXIO.
+func TestSandboxCommandHasNoControllingTerminal(t *testing.T) {
+	ptmx, pts := openPTY(t)
+	go func() { _, _ = io.Copy(io.Discard, ptmx) }() // the terminal's screen
+	d := startSandboxedOn(t, pts)
+	out, errOut, code := d.run(t, `echo written > /dev/tty && echo "/dev/tty opened"`)
+	if code == 0 || strings.Contains(out, "opened") || !strings.Contains(errOut, "No such device or address") {
+		t.Errorf("exit %d, stdout %q, stderr %q: want /dev/tty refused (ENXIO)", code, out, errOut)
+	}
+}
+
+// openPTY opens a pseudo-terminal pair: its master and its slave.
+func openPTY(t *testing.T) (*os.File, *os.File) {
+	t.Helper()
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	t.Cleanup(func() { ptmx.Close() })
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pts.Close() })
+	return ptmx, pts
 }
