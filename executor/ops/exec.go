@@ -357,7 +357,7 @@ func spawnShell(ctx context.Context, cmd *execCmd) (c *shellProc, stdout, stderr
 		Dir:   cmd.dir,
 		Env:   cmd.env,
 		Files: []*os.File{null, outW, errW},
-		Sys:   &syscall.SysProcAttr{Setpgid: true},
+		Sys:   &syscall.SysProcAttr{Setpgid: !cmd.sandbox.NewSession(), Setsid: cmd.sandbox.NewSession()},
 	})
 	outW.Close()
 	errW.Close()

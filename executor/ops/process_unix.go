@@ -18,7 +18,8 @@ import (
 const killWait = 5 * time.Second
 
 // shellProc is a started command: the shell, leader of its own process group
-// (Setpgid, so its pgid is its pid), and everything it started that did not
+// (Setpgid, or Setsid when the sandbox confines: either way its pgid is its
+// pid), and everything it started that did not
 // leave the group. Under a sandbox that follows process trees (Linux), it is
 // also everything the shell started that did leave the group (tree).
 //

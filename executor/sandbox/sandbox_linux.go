@@ -94,6 +94,20 @@ func New(p Policy) (*Sandbox, error) {
 		if err := unix.Prctl(unix.PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0); err != nil {
 			return nil, fmt.Errorf("prctl(PR_SET_CHILD_SUBREAPER): %w", err)
 		}
+		// The thread that starts a command is inside the command's domain,
+		// so Landlock's ptrace scope does not keep the command from it:
+		// through /proc/<executor>/task/<that thread> it could read the
+		// executor's environment (SEMA_API_KEY), its memory (the device
+		// key) and its descriptors, or trace it. A process that is not
+		// dumpable can be inspected only by a caller with CAP_SYS_PTRACE,
+		// which a command does not hold (unless serve runs as root in off).
+		if err := unix.Prctl(unix.PR_SET_DUMPABLE, 0, 0, 0, 0); err != nil {
+			return nil, fmt.Errorf("prctl(PR_SET_DUMPABLE): %w", err)
+		}
+		// And it must be kept from that thread's signals (guardFilter).
+		if _, err := guardFilter(0); err != nil {
+			return nil, fmt.Errorf("a command's signals cannot be kept from the executor: %w; start with --sandbox off on a kernel without Landlock ABI %d", err, MinABI)
+		}
 	}
 	if p.NetworkOff {
 		if s.filter, err = networkFilter(); err != nil {
@@ -192,7 +206,7 @@ func (s *Sandbox) Launch(name string, argv []string, attr *os.ProcAttr) (*os.Pro
 	t := &Tree{reqs: make(chan func()), done: make(chan struct{}), tracked: s.track}
 	started := make(chan error, 1)
 	go t.own(func() error {
-		if err := enforce(fd, s.filter, s.confine); err != nil {
+		if err := enforce(fd, s.filter, s.confine, s.track); err != nil {
 			return &EnterError{err}
 		}
 		p, err := os.StartProcess(name, argv, attr)
@@ -208,9 +222,10 @@ func (s *Sandbox) Launch(name string, argv []string, attr *os.ProcAttr) (*os.Pro
 }
 
 // enforce confines the calling thread: no_new_privs, the ruleset (fd, which
-// it closes; -1 for none), the network filter, and for a root executor in
-// a confining mode every capability.
-func enforce(fd int, filter []unix.SockFilter, confine bool) error {
+// it closes; -1 for none), the network filter, the guard that keeps the
+// command's signals off this thread when the tree is followed, and for a
+// root executor in a confining mode every capability.
+func enforce(fd int, filter []unix.SockFilter, confine, guard bool) error {
 	if confine && unix.Geteuid() == 0 {
 		if err := dropBoundingSet(); err != nil {
 			return err
@@ -225,7 +240,16 @@ func enforce(fd int, filter []unix.SockFilter, confine bool) error {
 		return fmt.Errorf("prctl(PR_SET_NO_NEW_PRIVS): %w", err)
 	}
 	if filter != nil {
-		return loadFilterThread(filter)
+		if err := loadFilterThread(filter); err != nil {
+			return err
+		}
+	}
+	if guard {
+		g, err := guardFilter(unix.Gettid())
+		if err != nil {
+			return err
+		}
+		return loadFilterThread(g)
 	}
 	return nil
 }

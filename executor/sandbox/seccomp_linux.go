@@ -70,6 +70,11 @@ func networkFilter() ([]unix.SockFilter, error) {
 		/* 13 */ retErrno(unix.EACCES),
 		/* 14 */ allow,
 	}
+	return assemble(prog)
+}
+
+// assemble turns a seccomp program into the kernel's form.
+func assemble(prog []bpf.Instruction) ([]unix.SockFilter, error) {
 	raw, err := bpf.Assemble(prog)
 	if err != nil {
 		return nil, err

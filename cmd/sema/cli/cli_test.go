@@ -90,8 +90,16 @@ type proc struct {
 
 func startProc(t *testing.T, env []string, stdin io.Reader, args ...string) *proc {
 	t.Helper()
+	return startProcAttr(t, env, stdin, nil, args...)
+}
+
+// startProcAttr is startProc with the process's attributes (its session
+// and controlling terminal).
+func startProcAttr(t *testing.T, env []string, stdin io.Reader, sys *syscall.SysProcAttr, args ...string) *proc {
+	t.Helper()
 	p := &proc{cmd: exec.Command(semaBin, args...), stdout: &syncBuffer{}, stderr: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Stdout, p.cmd.Stderr, p.cmd.Stdin = p.stdout, p.stderr, stdin
+	p.cmd.SysProcAttr = sys
 	p.cmd.Env = append(os.Environ(), env...)
 	if err := p.cmd.Start(); err != nil {
 		t.Fatal(err)

@@ -4,15 +4,18 @@ package cli_test
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/mcp"
+	"golang.org/x/sys/unix"
 )
 
 // The sandbox through the real binaries: `sema device serve` started as a
@@ -31,6 +34,13 @@ const sandboxTestKey = "sk_sandbox_test_secret"
 
 func startSandboxed(t *testing.T, flags ...string) *sandboxedDevice {
 	t.Helper()
+	return startSandboxedOn(t, nil, flags...)
+}
+
+// startSandboxedOn starts serve with tty (when not nil) as its stdin and
+// controlling terminal, as from a terminal.
+func startSandboxedOn(t *testing.T, tty *os.File, flags ...string) *sandboxedDevice {
+	t.Helper()
 	d := &sandboxedDevice{s: startServer(t, t.TempDir()), ws: t.TempDir(), home: t.TempDir(), allow: t.TempDir(), outer: t.TempDir()}
 	for _, dir := range []string{".ssh", ".cache"} {
 		if err := os.Mkdir(filepath.Join(d.home, dir), 0o700); err != nil {
@@ -43,7 +53,11 @@ func startSandboxed(t *testing.T, flags ...string) *sandboxedDevice {
 	d.state, d.id = enroll(t, d.s, d.ws)
 	env := []string{"TMPDIR=" + t.TempDir(), "HOME=" + d.home, "XDG_CONFIG_HOME=", "XDG_CACHE_HOME=", "SEMA_API_KEY=" + sandboxTestKey}
 	args := append([]string{"device", "serve", "--state-dir", d.state, "--allow-path", d.allow}, flags...)
-	d.serve = startProc(t, env, nil, args...)
+	if tty == nil {
+		d.serve = startProc(t, env, nil, args...)
+	} else {
+		d.serve = startProcAttr(t, env, tty, &syscall.SysProcAttr{Setsid: true, Setctty: true, Ctty: 0}, args...)
+	}
 	waitFor(t, "the device to come online", func() bool {
 		select {
 		case <-d.serve.done:
@@ -208,4 +222,81 @@ func TestSandboxThroughMCP(t *testing.T) {
 		strings.TrimSpace(r.Stdout) != "0" || strings.Count(r.Stderr, "Permission denied") != 3 {
 		t.Errorf("run_command: %+v", r)
 	}
+}
+
+// A command cannot reach the executor through any of its threads: not the
+// one that started the command inside the command's own Landlock domain
+// (which a kill of the executor's pid never names), in every mode, off
+// included. Each thread's environment and memory stay unreadable, and a
+// signal aimed at a thread's id (kill, which the kernel takes as the whole
+// process) is refused.
+func TestSandboxCommandCannotReachTheExecutorThroughItsThreads(t *testing.T) {
+	for _, mode := range []string{"workspace-write", "off"} {
+		t.Run(mode, func(t *testing.T) {
+			d := startSandboxed(t, "--sandbox", mode)
+			script := `for t in /proc/$PPID/task/*; do tid=${t##*/}
+				cat $t/environ && echo "environ of $tid read"
+				dd if=$t/mem bs=1 count=1 skip=4194304 >/dev/null 2>&1 && echo "memory of $tid read"
+				kill -0 $tid && echo "thread $tid signalled"
+			done; true`
+			if mode == "off" && os.Geteuid() == 0 {
+				// A root executor's commands keep every capability in off
+				// (docs/executor.md), CAP_SYS_PTRACE among them: only the
+				// signals are kept from them there.
+				script = `for t in /proc/$PPID/task/*; do tid=${t##*/}; kill -0 $tid && echo "thread $tid signalled"; done; true`
+			}
+			out, errOut, code := d.run(t, script)
+			if code != 0 || strings.Contains(out, " read") || strings.Contains(out, "signalled") || strings.Contains(out+errOut, sandboxTestKey) {
+				t.Errorf("exit %d, stdout %q, stderr %q: want every thread out of reach", code, out, errOut)
+			}
+			if out, errOut, code := d.run(t, `kill -9 $(ls /proc/$PPID/task)`); code == 0 {
+				t.Errorf("a SIGKILL to the executor's threads: exit 0 %q %q", out, errOut)
+			}
+			select {
+			case <-d.serve.done:
+				t.Fatalf("serve was killed by a command: %v\n%s", d.serve.err, d.serve.stderr)
+			default:
+			}
+			if out, _, code := d.run(t, "echo alive"); code != 0 || out != "alive\n" {
+				t.Errorf("after the attempts: exit %d %q", code, out)
+			}
+		})
+	}
+}
+
+// A confined command has no controlling terminal, even when serve runs in
+// one: through /dev/tty it could read what the user types there, and push
+// input into it (TIOCSTI) that the user's shell runs, unconfined, once serve
+// ends. Opening /dev/tty fails with the kernel's ENXIO.
+func TestSandboxCommandHasNoControllingTerminal(t *testing.T) {
+	ptmx, pts := openPTY(t)
+	go func() { _, _ = io.Copy(io.Discard, ptmx) }() // the terminal's screen
+	d := startSandboxedOn(t, pts)
+	out, errOut, code := d.run(t, `echo written > /dev/tty && echo "/dev/tty opened"`)
+	if code == 0 || strings.Contains(out, "opened") || !strings.Contains(errOut, "No such device or address") {
+		t.Errorf("exit %d, stdout %q, stderr %q: want /dev/tty refused (ENXIO)", code, out, errOut)
+	}
+}
+
+// openPTY opens a pseudo-terminal pair: its master and its slave.
+func openPTY(t *testing.T) (*os.File, *os.File) {
+	t.Helper()
+	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Skipf("no pseudo-terminals here: %v", err)
+	}
+	t.Cleanup(func() { ptmx.Close() })
+	if err := unix.IoctlSetPointerInt(int(ptmx.Fd()), unix.TIOCSPTLCK, 0); err != nil {
+		t.Fatal(err)
+	}
+	n, err := unix.IoctlGetInt(int(ptmx.Fd()), unix.TIOCGPTN)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|unix.O_NOCTTY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { pts.Close() })
+	return ptmx, pts
 }
