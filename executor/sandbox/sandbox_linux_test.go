@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"bytes"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -9,6 +10,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 // world is a machine in a temp dir: a home with credential stores, a
@@ -229,9 +232,11 @@ func TestTheStateDirInsideTheWorkspaceStaysHidden(t *testing.T) {
 	}
 }
 
-// --sandbox-network off: internet sockets are refused with the kernel's
-// EACCES, unix sockets stay, and the executor itself keeps the network.
-func TestNetworkOffRefusesInternetSocketsOnly(t *testing.T) {
+// --sandbox-network off: a command opens unix-domain and netlink sockets
+// only; every other family (the internet, raw frames, a virtual machine's
+// host) is refused with the kernel's EACCES, and the executor itself keeps
+// the network.
+func TestNetworkOffLeavesOnlyUnixAndNetlinkSockets(t *testing.T) {
 	w := newWorld(t)
 	s := w.policy(t, WorkspaceWrite, true)
 	sock := filepath.Join(w.tmp, "s")
@@ -240,19 +245,32 @@ func TestNetworkOffRefusesInternetSocketsOnly(t *testing.T) {
 	// lane with sema itself).
 	script := `if command -v python3 >/dev/null; then python3 -c '
 import socket, sys
-for fam in (socket.AF_INET, socket.AF_INET6):
+AF_VSOCK = 40
+for fam, typ in ((socket.AF_INET, socket.SOCK_STREAM), (socket.AF_INET6, socket.SOCK_DGRAM),
+                 (socket.AF_PACKET, socket.SOCK_RAW), (AF_VSOCK, socket.SOCK_STREAM)):
     try:
-        socket.socket(fam, socket.SOCK_STREAM); print("open", fam)
+        socket.socket(fam, typ); print("open", fam)
     except PermissionError as e:
-        print("refused", e.errno)
+        print("refused", fam, e.errno)
+    except OSError as e:
+        print("failed", fam, e.errno)
+socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, 0); print("netlink ok")
 u = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM); u.bind(sys.argv[1]); print("unix ok")
 ' ` + sock + `; else echo "no python3"; fi`
 	out, code := run(t, s, w.ws, script)
 	if strings.Contains(out, "no python3") {
 		t.Skip("no python3 to open sockets with")
 	}
-	if code != 0 || strings.Count(out, "refused 13") != 2 || !strings.Contains(out, "unix ok") {
-		t.Fatalf("exit %d: %s", code, out)
+	for _, fam := range []int{unix.AF_INET, unix.AF_INET6, unix.AF_PACKET, unix.AF_VSOCK} {
+		if !strings.Contains(out, fmt.Sprintf("refused %d 13\n", fam)) {
+			t.Errorf("family %d not refused with EACCES", fam)
+		}
+	}
+	if code != 0 || !strings.Contains(out, "netlink ok") || !strings.Contains(out, "unix ok") {
+		t.Errorf("exit %d", code)
+	}
+	if t.Failed() {
+		t.Logf("the command said:\n%s", out)
 	}
 	if _, err := net.Listen("tcp", "127.0.0.1:0"); err != nil {
 		t.Fatalf("the executor lost the network: %v", err)

@@ -10,9 +10,11 @@ import (
 )
 
 // The network filter, for --sandbox-network off: a seccomp program that
-// refuses socket(2) for AF_INET, AF_INET6 and AF_PACKET (raw frames, for a
-// root executor in mode off) with EACCES, as a security module refuses
-// it; unix sockets stay. It also refuses io_uring_setup
+// lets socket(2) open unix-domain and netlink sockets only, and refuses
+// every other family with EACCES, as a security module refuses it: the
+// internet (AF_INET, AF_INET6), raw frames (AF_PACKET, for a root
+// executor in mode off), the host of a virtual machine (AF_VSOCK), and
+// every family a kernel has or will have. It also refuses io_uring_setup
 // (ENOSYS, which programs take as "no io_uring here"), since io_uring can
 // open a socket without calling socket(2), every system call of another
 // architecture's ABI (a 32-bit program could reach socket through
@@ -62,13 +64,12 @@ func networkFilter() ([]unix.SockFilter, error) {
 		/* 5 */ retErrno(unix.ENOSYS), // x32 (never true elsewhere: numbers stay small)
 		/* 6 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_IO_URING_SETUP, SkipFalse: 1},
 		/* 7 */ retErrno(unix.ENOSYS),
-		/* 8 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_SOCKET, SkipFalse: 5},
+		/* 8 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.SYS_SOCKET, SkipFalse: 4}, // -> 13
 		/* 9 */ bpf.LoadAbsolute{Off: offArg0, Size: 4},
-		/* 10 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_INET, SkipTrue: 2},
-		/* 11 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_INET6, SkipTrue: 1},
-		/* 12 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_PACKET, SkipFalse: 1},
-		/* 13 */ retErrno(unix.EACCES),
-		/* 14 */ allow,
+		/* 10 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_UNIX, SkipTrue: 2}, // -> 13
+		/* 11 */ bpf.JumpIf{Cond: bpf.JumpEqual, Val: unix.AF_NETLINK, SkipTrue: 1},
+		/* 12 */ retErrno(unix.EACCES),
+		/* 13 */ allow,
 	}
 	return assemble(prog)
 }
