@@ -28,9 +28,30 @@ func (f *sandboxFlags) register(c *cobra.Command) {
 	}
 	c.Flags().StringVar(&f.mode, "sandbox", string(sandbox.WorkspaceWrite),
 		"how commands are confined: "+strings.Join(modes, ", ")+" (docs/executor.md, Sandbox)")
-	c.Flags().StringVar(&f.network, "sandbox-network", "on", "on, or off: commands cannot open internet (inet, inet6) sockets; unix sockets stay")
+	c.Flags().StringVar(&f.network, "sandbox-network", "on", "on, or off: commands can open unix and netlink sockets only (no internet)")
 	c.Flags().StringArrayVar(&f.denyRead, "deny-read", nil, "a path commands can neither read nor write, beside the default credential stores (repeatable)")
 	c.Flags().StringArrayVar(&f.allowRead, "allow-read", nil, "give commands back one of the default credential stores, e.g. ~/.ssh for git push (repeatable)")
+}
+
+// check reports a bad --sandbox or --sandbox-network as a usage error,
+// before serve reads anything of its state.
+func (f sandboxFlags) check() error {
+	_, _, err := f.parse()
+	return err
+}
+
+func (f sandboxFlags) parse() (mode sandbox.Mode, networkOff bool, err error) {
+	if mode, err = sandbox.ParseMode(f.mode); err != nil {
+		return "", false, usageError{fmt.Errorf("--sandbox: %w", err)}
+	}
+	switch f.network {
+	case "on":
+	case "off":
+		networkOff = true
+	default:
+		return "", false, usageError{fmt.Errorf("--sandbox-network %q: want on or off", f.network)}
+	}
+	return mode, networkOff, nil
 }
 
 // sandboxRoots are the executor's roots and own files the policy is made of.
@@ -42,17 +63,9 @@ type sandboxRoots struct {
 // build resolves the flags into the sandbox for this kernel. A mode the
 // kernel cannot enforce is an error that names what is missing.
 func (f sandboxFlags) build(r sandboxRoots) (*sandbox.Sandbox, error) {
-	mode, err := sandbox.ParseMode(f.mode)
+	mode, netOff, err := f.parse()
 	if err != nil {
-		return nil, usageError{fmt.Errorf("--sandbox: %w", err)}
-	}
-	var netOff bool
-	switch f.network {
-	case "on":
-	case "off":
-		netOff = true
-	default:
-		return nil, usageError{fmt.Errorf("--sandbox-network %q: want on or off", f.network)}
+		return nil, err
 	}
 	opts := sandbox.Options{
 		Mode: mode, NetworkOff: netOff,

@@ -53,6 +53,9 @@ func runServe(c *cobra.Command, f serveFlags) error {
 	if err := f.approve.check(); err != nil {
 		return err
 	}
+	if err := f.sandbox.check(); err != nil {
+		return err
+	}
 	allow, err := allowedDirs(f.allowPaths)
 	if err != nil {
 		return err
