@@ -6,7 +6,6 @@ import (
 	"crypto/ed25519"
 	"errors"
 	"fmt"
-	"github.com/sema-agent/sema/api"
 	"io"
 	"net/http/httptest"
 	"os"
@@ -17,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/sema-agent/sema/api"
 
 	"go.uber.org/goleak"
 

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sema-agent/sema/internal/atomicfile"
+	"github.com/sema-agent/sema/internal/recordconn"
 	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/lane/httpapi"
 	"github.com/sema-agent/sema/lane/store"
@@ -247,7 +248,8 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 	served := make(chan error, 1)
 	go func() {
 		if f.tlsCert != "" {
-			served <- hs.ServeTLS(ln, f.tlsCert, f.tlsKey)
+			// The TLS records of a response leave in few large writes.
+			served <- hs.ServeTLS(recordconn.Listener(ln), f.tlsCert, f.tlsKey)
 		} else {
 			served <- hs.Serve(ln)
 		}
