@@ -323,3 +323,34 @@ func TestServeSandboxFlags(t *testing.T) {
 		}
 	}
 }
+
+// --deny-read hides one more path, --allow-read gives a default credential
+// store back, and a store the user makes after serve started is hidden the
+// moment it exists.
+func TestSandboxDenyReadAllowReadAndStoresMadeLater(t *testing.T) {
+	ws := t.TempDir()
+	private := filepath.Join(ws, "private")
+	if err := os.MkdirAll(private, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(private, "notes"), []byte("PRIVATE-NOTES"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := startSandboxed(t, "--deny-read", private, "--allow-read", "~/.ssh")
+	if out, errOut, code := d.run(t, "cat "+filepath.Join(private, "notes")); code == 0 || strings.Contains(out, "PRIVATE") || !strings.Contains(errOut, "Permission denied") {
+		t.Errorf("--deny-read: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	if out, errOut, code := d.run(t, "cat "+filepath.Join(d.home, ".ssh", "id_ed25519")); code != 0 || out != "SSH-PRIVATE" {
+		t.Errorf("--allow-read ~/.ssh: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+	aws := filepath.Join(d.home, ".aws")
+	if err := os.Mkdir(aws, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(aws, "credentials"), []byte("AWS-SECRET"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if out, errOut, code := d.run(t, "cat "+filepath.Join(aws, "credentials")); code == 0 || strings.Contains(out, "AWS-SECRET") || !strings.Contains(errOut, "Permission denied") {
+		t.Errorf("~/.aws made after serve started: exit %d, stdout %q, stderr %q", code, out, errOut)
+	}
+}
