@@ -3,7 +3,6 @@
 package cli_test
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sema-agent/sema/cmd/sema/cli"
 	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/mcp"
 	"golang.org/x/sys/unix"
@@ -301,27 +299,6 @@ func openPTY(t *testing.T) (*os.File, *os.File) {
 	}
 	t.Cleanup(func() { pts.Close() })
 	return ptmx, pts
-}
-
-// The sandbox flags are checked before serve touches its state dir: a bad
-// one is a usage error (exit 2), whether or not a device is enrolled.
-func TestServeSandboxFlags(t *testing.T) {
-	for _, c := range []struct {
-		args []string
-		msg  string
-	}{
-		{[]string{"--sandbox", "bogus"}, `unknown sandbox mode "bogus"`},
-		{[]string{"--sandbox", ""}, "unknown sandbox mode"},
-		{[]string{"--sandbox-network", "maybe"}, `--sandbox-network "maybe": want on or off`},
-	} {
-		var errOut bytes.Buffer
-		cli.Stderr = &errOut
-		code := cli.Run(t.Context(), append([]string{"device", "serve", "--state-dir", filepath.Join(t.TempDir(), "none")}, c.args...))
-		cli.Stderr = os.Stderr
-		if code != cli.ExitUsage || !strings.Contains(errOut.String(), c.msg) {
-			t.Errorf("%v: exit %d, %q; want exit %d mentioning %q", c.args, code, errOut.String(), cli.ExitUsage, c.msg)
-		}
-	}
 }
 
 // --deny-read hides one more path, --allow-read gives a default credential

@@ -16,8 +16,10 @@ import (
 	"github.com/sema-agent/sema/protocol"
 )
 
-// The approval flags are checked before serve touches its state dir.
-func TestServeApproveFlags(t *testing.T) {
+// The approval and sandbox flags are checked before serve touches its
+// state dir: a bad one is a usage error whether or not a device is
+// enrolled.
+func TestServeApproveAndSandboxFlags(t *testing.T) {
 	policy := filepath.Join(t.TempDir(), "bad.json")
 	os.WriteFile(policy, []byte(`{"rules":[{"kinds":["shell"]}]}`), 0o600)
 	ble := "not available in this build"
@@ -38,6 +40,9 @@ func TestServeApproveFlags(t *testing.T) {
 		{[]string{"--approval-policy", policy}, cli.ExitUsage, "--approval-policy needs --approve"},
 		{[]string{"--approve", "unix:/nowhere.sock", "--approval-policy", policy}, cli.ExitFailure, `"shell" is not an instruction kind`},
 		{[]string{"--approve", "unix:/nowhere.sock", "--approval-policy", policy + ".missing"}, cli.ExitFailure, "no such file"},
+		{[]string{"--sandbox", "bogus"}, cli.ExitUsage, `unknown sandbox mode "bogus"`},
+		{[]string{"--sandbox", ""}, cli.ExitUsage, "unknown sandbox mode"},
+		{[]string{"--sandbox-network", "maybe"}, cli.ExitUsage, `--sandbox-network "maybe": want on or off`},
 	} {
 		var errOut bytes.Buffer
 		cli.Stderr = &errOut
