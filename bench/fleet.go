@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"crypto/ed25519"
+	"crypto/tls"
 	"encoding/base64"
 	"errors"
 	"fmt"
@@ -60,8 +61,8 @@ type Handshake struct {
 // addresses in turn (nil: the kernel's choice), and keeps each connected
 // and heartbeating until ctx ends. It returns when every device has its
 // answer; the connections live on.
-func ConnectFleet(ctx context.Context, wsURL string, fleet []FleetDevice, sources []net.IP) []Handshake {
-	clients := fleetClients(sources)
+func ConnectFleet(ctx context.Context, wsURL string, fleet []FleetDevice, sources []net.IP, tlsConf *tls.Config) []Handshake {
+	clients := fleetClients(sources, tlsConf)
 	out := make([]Handshake, len(fleet))
 	start := make(chan struct{})
 	var wg sync.WaitGroup
@@ -95,15 +96,16 @@ func ConnectFleet(ctx context.Context, wsURL string, fleet []FleetDevice, source
 	return out
 }
 
-// fleetClients is one HTTP client per source address.
-func fleetClients(sources []net.IP) []*http.Client {
+// fleetClients is one HTTP client per source address, trusting tlsConf's
+// roots when the lane serves wss:// (nil: plain ws://).
+func fleetClients(sources []net.IP, tlsConf *tls.Config) []*http.Client {
 	if len(sources) == 0 {
-		return []*http.Client{{Transport: &http.Transport{MaxIdleConnsPerHost: -1}}}
+		return []*http.Client{{Transport: &http.Transport{MaxIdleConnsPerHost: -1, TLSClientConfig: tlsConf}}}
 	}
 	var cs []*http.Client
 	for _, ip := range sources {
 		d := &net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}, Timeout: time.Minute}
-		cs = append(cs, &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: -1}})
+		cs = append(cs, &http.Client{Transport: &http.Transport{DialContext: d.DialContext, MaxIdleConnsPerHost: -1, TLSClientConfig: tlsConf}})
 	}
 	return cs
 }

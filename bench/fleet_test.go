@@ -35,7 +35,7 @@ func TestTheFleetGetsEveryDeviceIn(t *testing.T) {
 	}
 	ctx, disconnect := context.WithCancel(t.Context())
 	defer disconnect()
-	got := ConnectFleet(ctx, strings.Replace(hs.URL, "http", "ws", 1)+"/v1/device/ws", fleet, []net.IP{net.IPv4(127, 0, 0, 1)})
+	got := ConnectFleet(ctx, strings.Replace(hs.URL, "http", "ws", 1)+"/v1/device/ws", fleet, []net.IP{net.IPv4(127, 0, 0, 1)}, nil)
 	retried := 0
 	for i, h := range got {
 		if h.Err != nil {

@@ -33,6 +33,7 @@ func main() {
 	idle := flag.Duration("idle", 60*time.Second, "how long to measure the lane's idle CPU with the fleet connected (at least one heartbeat interval, 15 s by default)")
 	sources := flag.Int("sources", 64, "loopback source addresses to dial from (127.0.0.2 …): real devices come from many addresses, and the lane caps the handshakes in progress per address (16) and in all (1024)")
 	trips := flag.Int("trips", 300, "exec true round trips")
+	useTLS := flag.Bool("tls", false, "the lane on --tls-cert/--tls-key (a throwaway self-signed certificate), the devices on wss://")
 	flag.Parse()
 	if *devices < 1 || *sources < 1 || *trips < 1 || *idle < time.Second {
 		fmt.Fprintln(os.Stderr, "fleet: -devices, -sources and -trips must be positive, -idle at least 1s")
@@ -40,15 +41,19 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	if err := run(ctx, *devices, *idle, *sources, *trips); err != nil {
+	if err := run(ctx, *devices, *idle, *sources, *trips, *useTLS); err != nil {
 		fmt.Fprintln(os.Stderr, "fleet:", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, n int, idle time.Duration, sources, trips int) error {
-	fmt.Printf("sema fleet, %s: %d devices, %d source addresses\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), n, sources)
-	u, err := bench.StartUserPath(ctx)
+func run(ctx context.Context, n int, idle time.Duration, sources, trips int, useTLS bool) error {
+	start, over := bench.StartUserPath, "ws://"
+	if useTLS {
+		start, over = bench.StartUserPathTLS, "wss:// (--tls-cert/--tls-key)"
+	}
+	fmt.Printf("sema fleet, %s: %d devices, %d source addresses, over %s\n", time.Now().UTC().Format("2006-01-02 15:04 UTC"), n, sources, over)
+	u, err := start(ctx)
 	if err != nil {
 		return err
 	}
@@ -70,7 +75,7 @@ func run(ctx context.Context, n int, idle time.Duration, sources, trips int) err
 	fctx, disconnect := context.WithCancel(ctx)
 	defer disconnect()
 	t0 = time.Now()
-	hs := bench.ConnectFleet(fctx, strings.Replace(u.URL, "http", "ws", 1)+"/v1/device/ws", fleet, sourceIPs(sources))
+	hs := bench.ConnectFleet(fctx, strings.Replace(u.URL, "http", "ws", 1)+"/v1/device/ws", fleet, sourceIPs(sources), u.Transport().TLSClientConfig)
 	burst := time.Since(t0)
 	ok, took, refusals := tally(hs)
 	retries, redials := 0, 0

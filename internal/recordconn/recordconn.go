@@ -49,7 +49,7 @@ type Conn struct {
 	room   *sync.Cond    // signalled when buf is written or the state ends
 	buf    *[]byte       // waiting to be written; nil while idle
 	busy   bool          // a write(2) is under way, or the drain goroutine runs
-	idle   chan struct{} // closed when busy ends
+	idle   chan struct{} // made by flush while busy; closed when busy ends
 	err    error         // the first write error; sticky
 	closed bool
 }
@@ -90,11 +90,11 @@ func (c *Conn) Write(p []byte) (int, error) {
 
 // writeDirect writes p itself (c.mu held and released during the write).
 func (c *Conn) writeDirect(p []byte) (int, error) {
-	idle := c.begin()
+	c.busy = true
 	c.mu.Unlock()
 	n, err := c.Conn.Write(p)
 	c.mu.Lock()
-	c.end(idle)
+	c.end()
 	if err != nil && c.err == nil {
 		c.err = err
 	}
@@ -104,28 +104,26 @@ func (c *Conn) writeDirect(p []byte) (int, error) {
 	return n, err
 }
 
-// begin marks the connection busy (c.mu held, !c.busy); end, with what
-// begin returned, marks it idle again.
-func (c *Conn) begin() chan struct{} {
-	c.busy = true
-	c.idle = make(chan struct{})
-	return c.idle
-}
-
-func (c *Conn) end(idle chan struct{}) {
+// end marks the connection idle again (c.mu held) and wakes whoever waits
+// for that.
+func (c *Conn) end() {
 	c.busy = false
-	close(idle)
+	if c.idle != nil {
+		close(c.idle)
+		c.idle = nil
+	}
 	c.room.Broadcast()
 }
 
 // startDrain starts the goroutine that writes buf (c.mu held, !c.busy).
 func (c *Conn) startDrain() {
-	go c.drain(c.begin())
+	c.busy = true
+	go c.drain()
 }
 
 // drain writes what is buffered until nothing is, then returns the buffer
 // to the pool and ends.
-func (c *Conn) drain(idle chan struct{}) {
+func (c *Conn) drain() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var spare *[]byte
@@ -152,7 +150,7 @@ func (c *Conn) drain(idle chan struct{}) {
 		}
 	}
 	c.buf = nil
-	c.end(idle)
+	c.end()
 }
 
 // Close writes what is buffered (for at most CloseFlushTimeout), then
@@ -197,11 +195,15 @@ func (c *Conn) flush() {
 	var timeout <-chan time.Time
 	for {
 		c.mu.Lock()
-		busy, idle := c.busy, c.idle
-		c.mu.Unlock()
-		if !busy {
+		if !c.busy {
+			c.mu.Unlock()
 			return
 		}
+		if c.idle == nil {
+			c.idle = make(chan struct{})
+		}
+		idle := c.idle
+		c.mu.Unlock()
 		if timeout == nil {
 			t := time.NewTimer(CloseFlushTimeout)
 			defer t.Stop()

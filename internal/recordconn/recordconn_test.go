@@ -240,3 +240,30 @@ func selfSigned(t *testing.T) tls.Certificate {
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: k}
 }
+
+// A deadline applies to writes made after it is set: the bytes a Write
+// already accepted are written first, as they were for a synchronous
+// write that had returned (crypto/tls sets a deadline of now right after
+// its closing alert).
+func TestADeadlineSetAfterAWriteDoesNotCutTheBytesAccepted(t *testing.T) {
+	c, peer := pair(t)
+	want := pattern(4 << 20)
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(peer)
+		got <- b
+	}()
+	if err := writeInPieces(c, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := c.SetWriteDeadline(time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Write([]byte("late")); err == nil {
+		t.Error("a write after a deadline of now succeeded")
+	}
+	c.Close()
+	if b := <-got; !bytes.Equal(b, want) {
+		t.Fatalf("the peer read %d bytes, not the %d accepted before the deadline", len(b), len(want))
+	}
+}
