@@ -46,15 +46,16 @@ func init() { runtime.LockOSThread() }
 type kernel struct {
 	abi        int   // Landlock ABI, 0 when none
 	abiErr     error // why there is none
-	seccompErr error // why the network filter cannot be loaded; nil when it can
+	seccompErr error // why a seccomp filter cannot be loaded; nil when it can
 }
 
 // probeKernel asks the kernel for its Landlock ABI and, when the policy
-// needs it, loads the network filter on a thread that then ends.
+// needs a filter (network off, or the guard that comes with following
+// process trees), loads the network filter on a thread that then ends.
 func probeKernel(p Policy) kernel {
 	var k kernel
 	k.abi, k.abiErr = landlockABI()
-	if p.NetworkOff {
+	if p.NetworkOff || k.abi >= MinABI {
 		k.seccompErr = probeFilter()
 	}
 	return k
@@ -136,6 +137,18 @@ func newSandbox(p Policy, k kernel) (*Sandbox, error) {
 	if s.confine && !s.track {
 		return nil, fmt.Errorf("the %s sandbox needs Landlock ABI %d (Linux 6.12 or later, with landlock in the lsm= list); %s. "+
 			"Start with --sandbox off to run commands unconfined", p.Mode, MinABI, describeKernel(k))
+	}
+	if s.track && k.seccompErr != nil {
+		// The guard filter keeps a command's signals off the thread that
+		// started it, inside its domain: without it, no tree is followed.
+		if s.confine {
+			return nil, fmt.Errorf("the %s sandbox keeps a command's signals off the executor with a seccomp filter, which this kernel refused (%v). "+
+				"Start with --sandbox off to run commands unconfined", p.Mode, k.seccompErr)
+		}
+		s.track = false
+		s.notes = append(s.notes, fmt.Sprintf("a process that leaves its command's process group (setsid, a daemon) can outlive its instruction: "+
+			"following it needs a seccomp filter, which this kernel refused (%v)", k.seccompErr))
+		return s, nil
 	}
 	if !s.track {
 		s.notes = append(s.notes, fmt.Sprintf("a process that leaves its command's process group (setsid, a daemon) can outlive its instruction: "+

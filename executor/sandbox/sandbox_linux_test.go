@@ -178,6 +178,10 @@ func TestNewRefusesWhatTheKernelCannotEnforce(t *testing.T) {
 			[]string{"seccomp", "without --sandbox-network off"}},
 		{"off on an old kernel starts, and says what it cannot follow", Policy{Mode: Off}, kernel{abi: 4}, false,
 			[]string{"can outlive", "offers ABI 4"}},
+		{"seccomp refused: the guard of a confining mode", confining, kernel{abi: 7, seccompErr: syscall.EINVAL}, true,
+			[]string{"seccomp", "refused", "--sandbox off"}},
+		{"seccomp refused: off starts, and says what it cannot follow", Policy{Mode: Off}, kernel{abi: 7, seccompErr: syscall.EINVAL}, false,
+			[]string{"can outlive", "seccomp"}},
 		{"the default on ABI 7", confining, kernel{abi: 7}, false, nil},
 	}
 	for _, c := range cases {
