@@ -26,7 +26,8 @@ import (
 )
 
 // Limit bounds the bytes gathered per connection; a writer beyond it
-// waits (back-pressure is kept). Sixteen records: a connection that
+// waits (back-pressure is kept), and a single write larger than Limit is
+// taken whole once nothing else waits. Sixteen records: a connection that
 // streams holds at most two such buffers, the one being written and the
 // one gathering.
 const Limit = 256 << 10
