@@ -70,6 +70,16 @@ func writeInPieces(w io.Writer, b []byte) error {
 	return nil
 }
 
+// readAll reads r to its end in a goroutine of its own.
+func readAll(r io.Reader) <-chan []byte {
+	got := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(r)
+		got <- b
+	}()
+	return got
+}
+
 // waitIdle waits until no write is under way and no drain runs.
 func (c *Conn) waitIdle() (buffered *[]byte) {
 	c.mu.Lock()
@@ -83,11 +93,7 @@ func (c *Conn) waitIdle() (buffered *[]byte) {
 func TestEveryByteArrivesOnceAndInOrder(t *testing.T) {
 	c, peer := pair(t)
 	want := pattern(8 << 20)
-	got := make(chan []byte, 1)
-	go func() {
-		b, _ := io.ReadAll(peer)
-		got <- b
-	}()
+	got := readAll(peer)
 	if err := writeInPieces(c, want); err != nil {
 		t.Fatal(err)
 	}
@@ -248,11 +254,7 @@ func selfSigned(t *testing.T) tls.Certificate {
 func TestADeadlineSetAfterAWriteDoesNotCutTheBytesAccepted(t *testing.T) {
 	c, peer := pair(t)
 	want := pattern(4 << 20)
-	got := make(chan []byte, 1)
-	go func() {
-		b, _ := io.ReadAll(peer)
-		got <- b
-	}()
+	got := readAll(peer)
 	if err := writeInPieces(c, want); err != nil {
 		t.Fatal(err)
 	}
