@@ -114,7 +114,7 @@ func httpRawStream(ctx context.Context, e *Env) Measure {
 }
 
 // Row 3: the put lands in the workspace; both copies are checked against
-// the source's sha256 and removed.
+// the source's sha256 and removed. Each side runs twice (abba).
 func fsPut(ctx context.Context, e *Env) Measure {
 	ctx, cancel := within(ctx)
 	defer cancel()
@@ -122,39 +122,46 @@ func fsPut(ctx context.Context, e *Env) Measure {
 	if err != nil {
 		return Measure{Lane: Result{Err: err}, Base: Result{Err: err}}
 	}
-	dst := filepath.Join(e.U.Workspace, "put.bin")
-	if err := e.freePages(e.U.Workspace); err != nil {
-		return Measure{Lane: Result{Err: err}, Base: Result{Err: err}}
-	}
-	lane := e.lane(e.U.Sema(ctx, "fs", "put", "--timeout", "10m", src, "put.bin"), true)
-	if lane.Err == nil {
-		lane.Err = e.verify(dst)
-	}
-	os.Remove(dst)
-	base := e.sshOr(func() Result {
-		f, err := in(src)
-		if err != nil {
+	lane := func() Result {
+		dst := filepath.Join(e.U.Workspace, "put.bin")
+		if err := e.freePages(e.U.Workspace); err != nil {
 			return Result{Err: err}
 		}
-		defer f.Close()
-		to := filepath.Join(e.U.Local, "ssh-put.bin")
-		if err := e.freePages(e.U.Local); err != nil {
-			return Result{Err: err}
-		}
-		cmd := e.SSH.Command("cat > " + to + " && sync " + to)
-		cmd.Stdin = f
-		r := e.ssh(cmd)
+		r := e.lane(e.U.Sema(ctx, "fs", "put", "--timeout", "10m", src, "put.bin"), true)
 		if r.Err == nil {
-			r.Err = e.verify(to)
+			r.Err = e.verify(dst)
 		}
-		os.Remove(to)
+		os.Remove(dst)
 		return r
-	})
-	return Measure{Lane: lane, Base: base, Note: "sha256 checked"}
+	}
+	base := func() Result {
+		return e.sshOr(func() Result {
+			f, err := in(src)
+			if err != nil {
+				return Result{Err: err}
+			}
+			defer f.Close()
+			to := filepath.Join(e.U.Local, "ssh-put.bin")
+			if err := e.freePages(e.U.Local); err != nil {
+				return Result{Err: err}
+			}
+			cmd := e.SSH.Command("cat > " + to + " && sync " + to)
+			cmd.Stdin = f
+			r := e.ssh(cmd)
+			if r.Err == nil {
+				r.Err = e.verify(to)
+			}
+			os.Remove(to)
+			return r
+		})
+	}
+	l, b := abba(lane, base)
+	return Measure{Lane: l, Base: b, Note: "sha256 checked; " + abbaNote}
 }
 
 // Row 4: `sema fs get`, or `sema fs cat > local` while the binary has no
 // get; both copies are checked against the source's sha256 and removed.
+// Each side runs twice (abba).
 func fsGet(ctx context.Context, e *Env) Measure {
 	ctx, cancel := within(ctx)
 	defer cancel()
@@ -162,51 +169,94 @@ func fsGet(ctx context.Context, e *Env) Measure {
 	if err != nil {
 		return Measure{Lane: Result{Err: err}, Base: Result{Err: err}}
 	}
-	local := filepath.Join(e.U.Local, "got.bin")
-	if err := e.freePages(e.U.Local); err != nil {
-		return Measure{Lane: Result{Err: err}, Base: Result{Err: err}}
-	}
-	note := "sha256 checked"
-	var cmd *exec.Cmd
-	var f *os.File
-	if e.U.HasFsGet(ctx) {
-		cmd = e.U.Sema(ctx, "fs", "get", "--timeout", "10m", "get.bin", local)
-	} else {
+	note := "sha256 checked; " + abbaNote
+	hasGet := e.U.HasFsGet(ctx)
+	if !hasGet {
 		note = "no `fs get` in this binary: `sema fs cat f > local` instead; " + note
-		if f, err = out(local); err != nil {
-			return Measure{Lane: Result{Err: err}, Base: Result{Err: err}}
-		}
-		cmd = e.U.Sema(ctx, "fs", "cat", "--timeout", "10m", "get.bin")
-		cmd.Stdout = f
 	}
-	lane := e.lane(cmd, false)
-	if f != nil {
-		f.Close()
-	}
-	if lane.Err == nil {
-		lane.Err = e.verify(local)
-	}
-	os.Remove(local)
-	base := e.sshOr(func() Result {
-		to := filepath.Join(e.U.Local, "ssh-got.bin")
+	lane := func() Result {
+		local := filepath.Join(e.U.Local, "got.bin")
 		if err := e.freePages(e.U.Local); err != nil {
 			return Result{Err: err}
 		}
-		f, err := out(to)
-		if err != nil {
-			return Result{Err: err}
+		var cmd *exec.Cmd
+		var f *os.File
+		if hasGet {
+			cmd = e.U.Sema(ctx, "fs", "get", "--timeout", "10m", "get.bin", local)
+		} else {
+			if f, err = out(local); err != nil {
+				return Result{Err: err}
+			}
+			cmd = e.U.Sema(ctx, "fs", "cat", "--timeout", "10m", "get.bin")
+			cmd.Stdout = f
 		}
-		cmd := e.SSH.Command("cat " + remote)
-		cmd.Stdout = f
-		r := e.ssh(cmd)
-		f.Close()
+		r := e.lane(cmd, false)
+		if f != nil {
+			f.Close()
+		}
 		if r.Err == nil {
-			r.Err = e.verify(to)
+			r.Err = e.verify(local)
 		}
-		os.Remove(to)
+		os.Remove(local)
 		return r
-	})
-	return Measure{Lane: lane, Base: base, Note: note}
+	}
+	base := func() Result {
+		return e.sshOr(func() Result {
+			to := filepath.Join(e.U.Local, "ssh-got.bin")
+			if err := e.freePages(e.U.Local); err != nil {
+				return Result{Err: err}
+			}
+			f, err := out(to)
+			if err != nil {
+				return Result{Err: err}
+			}
+			cmd := e.SSH.Command("cat " + remote)
+			cmd.Stdout = f
+			r := e.ssh(cmd)
+			f.Close()
+			if r.Err == nil {
+				r.Err = e.verify(to)
+			}
+			os.Remove(to)
+			return r
+		})
+	}
+	l, b := abba(lane, base)
+	return Measure{Lane: l, Base: b, Note: note}
+}
+
+// abbaNote says how abba measured a row.
+const abbaNote = "each side twice, lane, ssh, ssh, lane: the mean"
+
+// abba runs the lane's side, the baseline's, the baseline's again and the
+// lane's again, and returns each side's mean: what the machine does to
+// whichever side runs first or second (the memory a written file lands
+// in, on a virtual machine) falls on both alike.
+func abba(lane, base func() Result) (Result, Result) {
+	l1 := lane()
+	b1 := base()
+	b2 := base()
+	l2 := lane()
+	return meanOf(l1, l2), meanOf(b1, b2)
+}
+
+// meanOf is the mean of two runs of one side: their time and each
+// process's CPU halved, the first error, the first idle RSS and the
+// higher peak.
+func meanOf(a, b Result) Result {
+	if a.Err != nil {
+		return a
+	}
+	if b.Err != nil {
+		return b
+	}
+	m := Result{Time: (a.Time + b.Time) / 2, RSSIdle: a.RSSIdle, RSSPeak: max(a.RSSPeak, b.RSSPeak)}
+	for i, p := range a.CPU {
+		if i < len(b.CPU) && b.CPU[i].Name == p.Name {
+			m.CPU = append(m.CPU, ProcCPU{p.Name, (p.Time + b.CPU[i].Time) / 2})
+		}
+	}
+	return m
 }
 
 // Row 5: Trips round trips of each, interleaved, over one keep-alive
