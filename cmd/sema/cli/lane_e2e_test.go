@@ -326,6 +326,7 @@ func TestRestartNewEpochOutcomeUnknown(t *testing.T) {
 func TestUserCommandErrors(t *testing.T) {
 	dead := "http://127.0.0.1:1"
 	env := []string{cli.EnvAPIKey + "=sema_x", "TMPDIR=" + t.TempDir()}
+	noData, missing := filepath.Join(t.TempDir(), "data"), filepath.Join(t.TempDir(), "cert.pem")
 	cases := []struct {
 		args []string
 		env  []string
@@ -339,6 +340,7 @@ func TestUserCommandErrors(t *testing.T) {
 		{[]string{"fs"}, env, cli.ExitUsage, "subcommand"},
 		{[]string{"fs", "cat"}, env, cli.ExitUsage, "usage: sema fs cat PATH"},
 		{[]string{"server", "--tls-cert", "x"}, env, cli.ExitUsage, "go together"},
+		{[]string{"server", "--data", noData, "--listen", "127.0.0.1:0", "--tls-cert", missing, "--tls-key", missing}, env, cli.ExitFailure, "--tls-cert/--tls-key: open " + missing},
 		{[]string{"server", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--lease-ttl", "-1s"}, env, cli.ExitUsage, "negative"},
 		{[]string{"devices", "revoke"}, env, cli.ExitUsage, "one device id"},
 		{[]string{"devices", "dev_x"}, env, cli.ExitUsage, "devices takes no arguments"},
@@ -350,6 +352,11 @@ func TestUserCommandErrors(t *testing.T) {
 		if code := p.wait(t); code != tc.code || !strings.Contains(p.stderr.String(), tc.says) {
 			t.Errorf("%v: exit %d, want %d; said %q", tc.args, code, tc.code, p.stderr)
 		}
+	}
+	// A certificate that cannot be read stops the server before its first
+	// start: no data dir, no admin key.
+	if _, err := os.Stat(noData); !os.IsNotExist(err) {
+		t.Errorf("a server refused for its certificate left %s: %v", noData, err)
 	}
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -165,6 +166,16 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 	if (f.tlsCert == "") != (f.tlsKey == "") {
 		return usageError{errors.New("--tls-cert and --tls-key go together")}
 	}
+	var cert *tls.Certificate
+	if f.tlsCert != "" {
+		// Read before anything starts, so that a wrong path or a key that is
+		// not the certificate's stops the server before its first start.
+		c, err := tls.LoadX509KeyPair(f.tlsCert, f.tlsKey)
+		if err != nil {
+			return fmt.Errorf("--tls-cert/--tls-key: %w", err)
+		}
+		cert = &c
+	}
 	switch {
 	case f.cfg.AuditRetention <= 0:
 		return usageError{fmt.Errorf("--audit-retention %v: want a positive duration", f.cfg.AuditRetention)}
@@ -247,9 +258,10 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 	}
 	served := make(chan error, 1)
 	go func() {
-		if f.tlsCert != "" {
+		if cert != nil {
+			hs.TLSConfig = &tls.Config{Certificates: []tls.Certificate{*cert}}
 			// The TLS records of a response leave in few large writes.
-			served <- hs.ServeTLS(recordconn.Listener(ln), f.tlsCert, f.tlsKey)
+			served <- hs.ServeTLS(recordconn.Listener(ln), "", "")
 		} else {
 			served <- hs.Serve(ln)
 		}
