@@ -78,7 +78,7 @@ func (op *fileOp) write(a protocol.WriteArgs) protocol.Outcome {
 		return op.appendFile(a, t)
 	}
 
-	s, out := op.receive(a, func() (*staging, error) { return stageIn(t.dfd, t.name) })
+	s, out := op.receive(a, func() (*staging, error) { return op.stageBeside(t) })
 	if out != nil {
 		return out
 	}
@@ -128,6 +128,7 @@ func (op *fileOp) write(a protocol.WriteArgs) protocol.Outcome {
 		return osFailure("rename the staging file onto", a.Path, err)
 	}
 	s.name = "" // it is the target now
+	s.forget()
 	syncDir(t.dfd)
 	real := t.real
 	if dir, err := fsys.realPath(t.dfd, t.hint); err == nil {
@@ -279,6 +280,7 @@ type writeTarget struct {
 	dfd  int          // the real directory holding name, held with fsys.dirFlags; the caller closes it
 	hint string       // dfd's hint for fsys.realPath
 	name string       // the final name, never a symlink when followed; "." for dfd itself
+	dir  string       // the real path of dfd when resolved
 	real string       // the real path of the target when resolved
 	st   *unix.Stat_t // the object at name, nil when absent
 }
@@ -354,7 +356,7 @@ func (op *fileOp) resolveTarget(p string, follow bool) (*writeTarget, *protocol.
 	if err != nil {
 		return failWith(osFailure("resolve the directory of", p, err))
 	}
-	t.real = joinPath(dreal, t.name)
+	t.dir, t.real = dreal, joinPath(dreal, t.name)
 	if f := op.contain.check(p, t.real); f != nil {
 		return failWith(*f)
 	}
