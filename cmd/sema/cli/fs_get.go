@@ -17,8 +17,11 @@ const getShort = "Copy a file of any size from the device to LOCAL (default: its
 // fs get streams readBinaryFile to disk: into a temp file beside LOCAL,
 // renamed over it at the end (scp overwrites too, but never leaves half a
 // file); on any failure the temp file is removed. A fileInfo first gives
-// the size for the progress line's time left (the file may change
-// meanwhile; the bytes are what readBinaryFile read).
+// the size for the progress line's time left. The file may change
+// meanwhile: the bytes are what readBinaryFile read, and more than the size
+// (a file appended to) is a copy of it as it was read; fewer is a copy cut
+// short, which is a failure, never passed off as the file (§4: no silent
+// truncation).
 
 func fsGet(fc fsCall, args []string) error {
 	remote := remotePath(fc.dev, args[0])
@@ -103,13 +106,23 @@ func (fc fsCall) getTo(remote string, w *os.File) (*protocol.FileInfo, error) {
 		out = w
 	}
 	prog := newProgress("get", o.Info.Size)
+	var n int64
 	_, err = fc.runFor(fc.transferTimeout(o.Info.Size), protocol.KindReadBinaryFile, protocol.PathArgs{Path: remote}, nil, protocol.OutcomeRead,
 		func(_ protocol.ChunkKind, data []byte) error {
 			prog.add(len(data))
+			n += int64(len(data))
 			_, err := out.Write(data)
 			return err
 		})
 	prog.done()
+	if err == nil && n < o.Info.Size {
+		what := "nothing was written"
+		if w == nil {
+			what = "what standard output got is incomplete"
+		}
+		err = &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s changed on the device while it was read: it had %d bytes when the get began, %d were read; %s",
+			safetext.String(remote), o.Info.Size, n, what)}
+	}
 	return o.Info, err
 }
 
