@@ -234,4 +234,11 @@ func TestFsGetOfAFileThatShrinksFails(t *testing.T) {
 	if fi, err := os.Stat(local); err != nil || fi.Size() != 1<<20 {
 		t.Fatalf("get of an unchanged file: %v %v", fi, err)
 	}
+	// Through a symlink whose own size (its target's name) is more than the
+	// file it leads to: the link's size says nothing of the file's.
+	os.WriteFile(filepath.Join(ws, "t"), []byte("hi\n"), 0o644)
+	os.Symlink(filepath.Join(ws, "t"), filepath.Join(ws, "a-link-longer-than-its-file"))
+	if out, errOut, code := s.sema(t, nil, "fs", "get", "a-link-longer-than-its-file", "-"); code != 0 || out != "hi\n" || errOut != "" {
+		t.Fatalf("get through a symlink: exit %d %q: %s", code, out, errOut)
+	}
 }

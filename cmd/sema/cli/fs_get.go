@@ -115,7 +115,9 @@ func (fc fsCall) getTo(remote string, w *os.File) (*protocol.FileInfo, error) {
 			return err
 		})
 	prog.done()
-	if err == nil && n < o.Info.Size {
+	// Only a regular file's size is its content's: a symlink's is its
+	// target's name (fileInfo does not follow it), a special file's nothing.
+	if err == nil && o.Info.Kind == protocol.FileKindFile && n < o.Info.Size {
 		what := "nothing was written"
 		if w == nil {
 			what = "what standard output got is incomplete"
