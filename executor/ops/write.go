@@ -93,19 +93,19 @@ func (op *fileOp) write(a protocol.WriteArgs) protocol.Outcome {
 		}
 	}
 	if err := s.f.Chmod(os.FileMode(mode)); err != nil {
-		return osFailure("set the mode of the staging file for", a.Path, err)
+		return stagingFailure("set the mode of the staging file for", a.Path, err)
 	}
 	if err := fsys.sync(int(s.f.Fd())); err != nil {
-		return osFailure("fsync the staging file for", a.Path, err)
+		return stagingFailure("fsync the staging file for", a.Path, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(s.f.Fd()), &st); err != nil {
-		return osFailure("stat the staging file for", a.Path, err)
+		return stagingFailure("stat the staging file for", a.Path, err)
 	}
 	err := s.f.Close()
 	s.f = nil
 	if err != nil {
-		return osFailure("close the staging file for", a.Path, err)
+		return stagingFailure("close the staging file for", a.Path, err)
 	}
 	if op.ctx.Err() != nil {
 		return op.stopped()
@@ -125,7 +125,7 @@ func (op *fileOp) write(a protocol.WriteArgs) protocol.Outcome {
 		created, err = createOrReplace(t.dfd, s.name, t.name)
 	}
 	if err != nil {
-		return osFailure("rename the staging file onto", a.Path, err)
+		return stagingFailure("rename the staging file onto", a.Path, err)
 	}
 	s.name = "" // it is the target now
 	s.forget()
@@ -157,7 +157,7 @@ func (op *fileOp) appendFile(a protocol.WriteArgs, t *writeTarget) protocol.Outc
 	if mapped == nil && a.ContentLen > 0 {
 		first = make([]byte, min(a.ContentLen, appendPiece))
 		if _, err := s.f.ReadAt(first, 0); err != nil {
-			return osFailure("read back the staged payload for", a.Path, err)
+			return stagingFailure("read back the staged payload for", a.Path, err)
 		}
 	}
 

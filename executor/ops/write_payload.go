@@ -193,7 +193,7 @@ func (op *fileOp) receive(a protocol.WriteArgs, stage func() (*staging, error)) 
 			op.started = true
 			var err error
 			if s, err = stage(); err != nil {
-				return nil, osFailure("create a staging file for", a.Path, err)
+				return nil, stagingFailure("create a staging file for", a.Path, err)
 			}
 		case protocol.PartChunk:
 			if s == nil {
@@ -207,7 +207,7 @@ func (op *fileOp) receive(a protocol.WriteArgs, stage func() (*staging, error)) 
 			}
 			if _, err := s.f.Write(p.Data); err != nil {
 				s.discard()
-				return nil, osFailure("write the staging file for", a.Path, err)
+				return nil, stagingFailure("write the staging file for", a.Path, err)
 			}
 			h.Write(p.Data)
 			got += int64(len(p.Data))
