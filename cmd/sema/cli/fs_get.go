@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/sema-agent/sema/internal/safetext"
+	"github.com/sema-agent/sema/internal/words"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -122,8 +123,8 @@ func (fc fsCall) getTo(remote string, w *os.File) (*protocol.FileInfo, error) {
 		if w == nil {
 			what = "what standard output got is incomplete"
 		}
-		err = &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s changed on the device while it was read: it had %d bytes when the get began, %d were read; %s",
-			safetext.String(remote), o.Info.Size, n, what)}
+		err = &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s changed on the device while it was read: it had %s when the get began, and the read ended after %s; %s",
+			safetext.String(remote), words.Count(o.Info.Size, "byte", "bytes"), words.Count(n, "byte", "bytes"), what)}
 	}
 	return o.Info, err
 }
