@@ -29,7 +29,7 @@ type Config struct {
 	// Containment is on by default (§6.6, docs/executor.md): without
 	// Ops.AllowedRoots, file instructions and exec's working directory are
 	// contained to WorkspaceRoot and Ops.TempDir (default os.TempDir());
-	// AllowedRoots {"/"} serves every path. StatusPath and ProcDir are
+	// AllowedRoots {"/"} serves every path. StatusPath, ProcDir and StagingDir are
 	// added to Ops.NeverServe: the executor's own files are never served.
 	Ops ops.Env
 
@@ -39,7 +39,11 @@ type Config struct {
 	StatusPath string       // where to write the status file; "" for none
 	// ProcDir records the process groups of running commands (orphans.go);
 	// "" means a "procs" directory beside StatusPath, or none without it.
-	ProcDir         string
+	ProcDir string
+	// StagingDir records the staging files of writes in progress
+	// (staging.go); "" means a "staging" directory beside StatusPath, or
+	// none without it.
+	StagingDir      string
 	ExecutorVersion string // hello.platform.executorVersion
 
 	// Outbox bounds (R5–R8). The lane's reorder buffer holds 64 entries /
@@ -103,7 +107,10 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ProcDir == "" && c.StatusPath != "" {
 		c.ProcDir = filepath.Join(filepath.Dir(c.StatusPath), "procs")
 	}
-	c.Ops = containedByDefault(c.Ops, c.StatusPath, c.ProcDir)
+	if c.StagingDir == "" && c.StatusPath != "" {
+		c.StagingDir = filepath.Join(filepath.Dir(c.StatusPath), "staging")
+	}
+	c.Ops = containedByDefault(c.Ops, c.StatusPath, c.ProcDir, c.StagingDir)
 	if c.HTTPClient == nil {
 		c.HTTPClient = &http.Client{}
 	}

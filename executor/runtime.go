@@ -26,6 +26,7 @@ type Runtime struct {
 	status    *statusFile
 	wsClient  *http.Client // cfg.HTTPClient, its writes coalesced (coalesce.go)
 	procs     procRegistry
+	staged    stagingRegistry
 
 	mu       sync.Mutex
 	sessions int // sockets that got past helloAck
@@ -51,6 +52,7 @@ func New(cfg Config) (*Runtime, error) {
 	rt.tab = newTable(rt)
 	rt.cfg.Ops.Prepare()
 	rt.procs = procRegistry{dir: cfg.ProcDir, log: cfg.Logger}
+	rt.staged = stagingRegistry{dir: cfg.StagingDir, log: cfg.Logger}
 	rt.status = newStatusFile(cfg.StatusPath, cfg.DeviceID, cfg.Server, rt.epoch, cfg.Clock, cfg.Ops.Sandbox)
 	return rt, nil
 }
@@ -95,6 +97,7 @@ func (rt *Runtime) Run(ctx context.Context) (err error) {
 		rt.log.Info("executor stopped", "deviceId", rt.cfg.DeviceID, "err", err)
 	}()
 	rt.procs.reapOrphans() // before any hello: these belong to a dead executor
+	rt.staged.sweep()
 	bo := backoff{min: rt.cfg.MinBackoff, max: rt.cfg.MaxBackoff, rand: rt.cfg.Jitter}
 	rt.status.update(func(s *Status) {})
 	for {

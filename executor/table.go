@@ -391,6 +391,7 @@ func (rt *Runtime) runOp(e *entry, req ops.Request) (out protocol.Outcome) {
 		}()
 		return ops.Exec(e.ctx, &rt.cfg.Ops, req, sink)
 	case slices.Contains(rt.fileKinds, req.Kind):
+		req.Staged = rt.staged.add
 		return ops.File(e.ctx, &rt.cfg.Ops, req, sink)
 	}
 	return protocol.Fail(protocol.ErrNotSupported, "%s is not implemented by this executor", req.Kind)

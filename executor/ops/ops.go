@@ -108,6 +108,13 @@ type Request struct {
 	// is outcome_unknown). The executor records groups so that a restarted
 	// executor can kill what a crashed one left running.
 	Spawned func(pgid int)
+	// Staged, when not nil, is called with the real path and identity
+	// (device, inode) of each staging file a write creates beside its
+	// target (§3.4), right after it is created; the func it returns (nil
+	// for none) is called once the file is gone: renamed into place or
+	// removed. The executor records staging files so that a restarted
+	// executor can remove what a crashed one left half-written.
+	Staged func(path string, dev, ino uint64) (gone func())
 }
 
 // fail builds a Failure. Messages are shown to the model and travel as JSON

@@ -68,6 +68,15 @@ func osFailure(verb, path string, err error) protocol.Failure {
 	return failf(codeOf(err), "cannot %s %q: %s", verb, path, errText(err))
 }
 
+// stagingFailure is osFailure for a step of a write before its content
+// reached the target (staging, §3.4): the failure removes the staging file,
+// so the message says the target was not touched.
+func stagingFailure(verb, path string, err error) protocol.Failure {
+	f := osFailure(verb, path, err)
+	f.Message += "; nothing was written"
+	return f
+}
+
 // interrupted is the outcome of an op whose context was done: its own
 // timeout, a server cancel, or any other cause (fence, shutdown). started
 // says whether the op had begun on the machine (created a staging file,

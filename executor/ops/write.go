@@ -78,7 +78,7 @@ func (op *fileOp) write(a protocol.WriteArgs) protocol.Outcome {
 		return op.appendFile(a, t)
 	}
 
-	s, out := op.receive(a, func() (*staging, error) { return stageIn(t.dfd, t.name) })
+	s, out := op.receive(a, func() (*staging, error) { return op.stageBeside(t) })
 	if out != nil {
 		return out
 	}
@@ -93,19 +93,19 @@ func (op *fileOp) write(a protocol.WriteArgs) protocol.Outcome {
 		}
 	}
 	if err := s.f.Chmod(os.FileMode(mode)); err != nil {
-		return osFailure("set the mode of the staging file for", a.Path, err)
+		return stagingFailure("set the mode of the staging file for", a.Path, err)
 	}
 	if err := fsys.sync(int(s.f.Fd())); err != nil {
-		return osFailure("fsync the staging file for", a.Path, err)
+		return stagingFailure("fsync the staging file for", a.Path, err)
 	}
 	var st unix.Stat_t
 	if err := unix.Fstat(int(s.f.Fd()), &st); err != nil {
-		return osFailure("stat the staging file for", a.Path, err)
+		return stagingFailure("stat the staging file for", a.Path, err)
 	}
 	err := s.f.Close()
 	s.f = nil
 	if err != nil {
-		return osFailure("close the staging file for", a.Path, err)
+		return stagingFailure("close the staging file for", a.Path, err)
 	}
 	if op.ctx.Err() != nil {
 		return op.stopped()
@@ -125,9 +125,10 @@ func (op *fileOp) write(a protocol.WriteArgs) protocol.Outcome {
 		created, err = createOrReplace(t.dfd, s.name, t.name)
 	}
 	if err != nil {
-		return osFailure("rename the staging file onto", a.Path, err)
+		return stagingFailure("rename the staging file onto", a.Path, err)
 	}
 	s.name = "" // it is the target now
+	s.forget()
 	syncDir(t.dfd)
 	real := t.real
 	if dir, err := fsys.realPath(t.dfd, t.hint); err == nil {
@@ -156,7 +157,7 @@ func (op *fileOp) appendFile(a protocol.WriteArgs, t *writeTarget) protocol.Outc
 	if mapped == nil && a.ContentLen > 0 {
 		first = make([]byte, min(a.ContentLen, appendPiece))
 		if _, err := s.f.ReadAt(first, 0); err != nil {
-			return osFailure("read back the staged payload for", a.Path, err)
+			return stagingFailure("read back the staged payload for", a.Path, err)
 		}
 	}
 
@@ -279,6 +280,7 @@ type writeTarget struct {
 	dfd  int          // the real directory holding name, held with fsys.dirFlags; the caller closes it
 	hint string       // dfd's hint for fsys.realPath
 	name string       // the final name, never a symlink when followed; "." for dfd itself
+	dir  string       // the real path of dfd when resolved
 	real string       // the real path of the target when resolved
 	st   *unix.Stat_t // the object at name, nil when absent
 }
@@ -354,7 +356,7 @@ func (op *fileOp) resolveTarget(p string, follow bool) (*writeTarget, *protocol.
 	if err != nil {
 		return failWith(osFailure("resolve the directory of", p, err))
 	}
-	t.real = joinPath(dreal, t.name)
+	t.dir, t.real = dreal, joinPath(dreal, t.name)
 	if f := op.contain.check(p, t.real); f != nil {
 		return failWith(*f)
 	}

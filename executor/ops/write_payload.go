@@ -8,6 +8,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"os"
+	"strings"
 
 	"github.com/sema-agent/sema/protocol"
 	"golang.org/x/sys/unix"
@@ -21,6 +22,17 @@ type staging struct {
 	f    *os.File
 	dfd  int    // the directory holding name; not owned by staging
 	name string // "" when the file has no name (anonymous, or renamed into place)
+	// gone, when not nil, is Request.Staged's answer: called once the named
+	// file is no longer there (removed, or renamed into place).
+	gone func()
+}
+
+// forget tells Request.Staged's recorder, once, that the file is gone.
+func (s *staging) forget() {
+	if s.gone != nil {
+		s.gone()
+		s.gone = nil
+	}
 }
 
 // discard closes and unlinks the staging file: after it, nothing of it is
@@ -37,6 +49,40 @@ func (s *staging) discard() {
 		_ = unix.Unlinkat(s.dfd, s.name, 0)
 		s.name = ""
 	}
+	s.forget()
+}
+
+// stageBeside creates the staging file of a write next to its target t and
+// tells Request.Staged where it is and which object it is, so that an
+// executor that crashes before the rename has its successor remove it.
+func (op *fileOp) stageBeside(t *writeTarget) (*staging, error) {
+	s, err := stageIn(t.dfd, t.name)
+	if err != nil || op.req.Staged == nil {
+		return s, err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(s.f.Fd()), &st); err != nil {
+		s.discard()
+		return nil, err
+	}
+	s.gone = op.req.Staged(joinPath(t.dir, s.name), uint64(st.Dev), st.Ino) // Dev: int32 on darwin
+	return s, nil
+}
+
+// IsStagingName reports whether base is the name stageIn gives a staging
+// file: a hidden ".NAME.sema-HEX.tmp".
+func IsStagingName(base string) bool {
+	rest, ok := strings.CutPrefix(base, ".")
+	if !ok {
+		return false
+	}
+	rest, ok = strings.CutSuffix(rest, ".tmp")
+	i := strings.LastIndex(rest, ".sema-")
+	if !ok || i < 0 {
+		return false
+	}
+	r, err := hex.DecodeString(rest[i+len(".sema-"):])
+	return err == nil && len(r) == 8
 }
 
 // stageIn creates a staging file in the directory dfd for the target base:
@@ -147,7 +193,7 @@ func (op *fileOp) receive(a protocol.WriteArgs, stage func() (*staging, error)) 
 			op.started = true
 			var err error
 			if s, err = stage(); err != nil {
-				return nil, osFailure("create a staging file for", a.Path, err)
+				return nil, stagingFailure("create a staging file for", a.Path, err)
 			}
 		case protocol.PartChunk:
 			if s == nil {
@@ -161,7 +207,7 @@ func (op *fileOp) receive(a protocol.WriteArgs, stage func() (*staging, error)) 
 			}
 			if _, err := s.f.Write(p.Data); err != nil {
 				s.discard()
-				return nil, osFailure("write the staging file for", a.Path, err)
+				return nil, stagingFailure("write the staging file for", a.Path, err)
 			}
 			h.Write(p.Data)
 			got += int64(len(p.Data))

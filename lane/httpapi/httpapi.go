@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"time"
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/internal/probe"
@@ -161,6 +162,13 @@ func (s *API) bearerChallenged(h http.HandlerFunc) http.HandlerFunc {
 	}, h)
 }
 
+// authTimeout bounds the registry read that authenticates a request. Every
+// request begins with it, so a registry that stops answering (its host
+// gone silent, its process stopped: no error, no answer) costs a caller
+// this long and a 503, never a wait without end; nothing was sent to any
+// device by then.
+const authTimeout = 10 * time.Second
+
 // authenticatedOr is authenticated with refuse making the refusal of a
 // request without a valid key.
 func (s *API) authenticatedOr(refuse func(message string) *apiError, h http.HandlerFunc) http.HandlerFunc {
@@ -180,7 +188,9 @@ func (s *API) authenticatedOr(refuse func(message string) *apiError, h http.Hand
 			writeError(w, refuse("the API key is not valid"))
 			return
 		}
-		idn, err := s.store.IdentityByAPIKey(r.Context(), store.DigestOf(key))
+		actx, cancel := context.WithTimeout(r.Context(), authTimeout)
+		idn, err := s.store.IdentityByAPIKey(actx, store.DigestOf(key))
+		cancel()
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			writeError(w, refuse("the API key is not valid"))
@@ -210,7 +220,9 @@ func (s *API) enrollAuthenticated(h http.HandlerFunc) http.HandlerFunc {
 			s.authenticated(h)(w, r)
 			return
 		}
-		idn, err := s.store.IdentityByEnrollToken(r.Context(), store.DigestOf(token))
+		actx, cancel := context.WithTimeout(r.Context(), authTimeout)
+		idn, err := s.store.IdentityByEnrollToken(actx, store.DigestOf(token))
+		cancel()
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			writeBody(w, http.StatusForbidden, enrollmentInvalidBody)

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -181,5 +183,62 @@ func TestRunStdin(t *testing.T) {
 	out, errOut, code := s.sema(t, nil, "run", "--", `ls -A "$TMPDIR"`)
 	if code != 0 || strings.Contains(out, "sema-stdin-") {
 		t.Errorf("the device's temp dir: exit %d: %q %s", code, out, errOut)
+	}
+}
+
+// A file that shrinks on the device while get reads it is never passed off
+// as whole: fewer bytes than the file had when the get began is a failure
+// that says so (no silent truncation).
+func TestFsGetOfAFileThatShrinksFails(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	ws := t.TempDir()
+	enrollAndServe(t, s, ws)
+	size := 128 << 20
+	remote := filepath.Join(ws, "grows-and-shrinks.bin")
+	if err := os.WriteFile(remote, bytes.Repeat([]byte("0123456789abcdef"), size/16), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Standard output is a pipe read only once the file was cut: the
+	// lane's flow control holds the read a few MiB in, far from its end.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	var errOut bytes.Buffer
+	cmd := exec.Command(semaBin, "fs", "get", "grows-and-shrinks.bin", "-")
+	cmd.Env, cmd.Stdout, cmd.Stderr = append(os.Environ(), s.env(t)...), pw, &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	pw.Close()
+	first := make([]byte, 1)
+	if _, err := pr.Read(first); err != nil {
+		t.Fatalf("no output: %v", err)
+	}
+	if err := os.Truncate(remote, 0); err != nil {
+		t.Fatal(err)
+	}
+	rest, _ := io.Copy(io.Discard, pr)
+	err = cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != cli.ExitFailure || !strings.Contains(errOut.String(), "changed on the device while it was read") {
+		t.Fatalf("get of a file cut to 0 bytes after %d of %d were read: %v: %s", rest+1, size, err, errOut.String())
+	}
+	// A file left alone is got whole, with nothing said.
+	os.WriteFile(remote, bytes.Repeat([]byte("x"), 1<<20), 0o644)
+	local := filepath.Join(t.TempDir(), "whole.bin")
+	if _, errOut, code := s.sema(t, nil, "fs", "get", "grows-and-shrinks.bin", local); code != 0 || errOut != "" {
+		t.Fatalf("get of an unchanged file: exit %d: %s", code, errOut)
+	}
+	if fi, err := os.Stat(local); err != nil || fi.Size() != 1<<20 {
+		t.Fatalf("get of an unchanged file: %v %v", fi, err)
+	}
+	// Through a symlink whose own size (its target's name) is more than the
+	// file it leads to: the link's size says nothing of the file's.
+	os.WriteFile(filepath.Join(ws, "t"), []byte("hi\n"), 0o644)
+	os.Symlink(filepath.Join(ws, "t"), filepath.Join(ws, "a-link-longer-than-its-file"))
+	if out, errOut, code := s.sema(t, nil, "fs", "get", "a-link-longer-than-its-file", "-"); code != 0 || out != "hi\n" || errOut != "" {
+		t.Fatalf("get through a symlink: exit %d %q: %s", code, out, errOut)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 
 	"github.com/sema-agent/sema/internal/safetext"
+	"github.com/sema-agent/sema/internal/words"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -17,8 +18,11 @@ const getShort = "Copy a file of any size from the device to LOCAL (default: its
 // fs get streams readBinaryFile to disk: into a temp file beside LOCAL,
 // renamed over it at the end (scp overwrites too, but never leaves half a
 // file); on any failure the temp file is removed. A fileInfo first gives
-// the size for the progress line's time left (the file may change
-// meanwhile; the bytes are what readBinaryFile read).
+// the size for the progress line's time left. The file may change
+// meanwhile: the bytes are what readBinaryFile read, and more than the size
+// (a file appended to) is a copy of it as it was read; fewer is a copy cut
+// short, which is a failure, never passed off as the file (§4: no silent
+// truncation).
 
 func fsGet(fc fsCall, args []string) error {
 	remote := remotePath(fc.dev, args[0])
@@ -103,13 +107,25 @@ func (fc fsCall) getTo(remote string, w *os.File) (*protocol.FileInfo, error) {
 		out = w
 	}
 	prog := newProgress("get", o.Info.Size)
+	var n int64
 	_, err = fc.runFor(fc.transferTimeout(o.Info.Size), protocol.KindReadBinaryFile, protocol.PathArgs{Path: remote}, nil, protocol.OutcomeRead,
 		func(_ protocol.ChunkKind, data []byte) error {
 			prog.add(len(data))
+			n += int64(len(data))
 			_, err := out.Write(data)
 			return err
 		})
 	prog.done()
+	// Only a regular file's size is its content's: a symlink's is its
+	// target's name (fileInfo does not follow it), a special file's nothing.
+	if err == nil && o.Info.Kind == protocol.FileKindFile && n < o.Info.Size {
+		what := "nothing was written"
+		if w == nil {
+			what = "what standard output got is incomplete"
+		}
+		err = &ExitError{Code: ExitFailure, Err: fmt.Errorf("%s changed on the device while it was read: it had %s when the get began, and the read ended after %s; %s",
+			safetext.String(remote), words.Count(o.Info.Size, "byte", "bytes"), words.Count(n, "byte", "bytes"), what)}
+	}
 	return o.Info, err
 }
 

@@ -323,6 +323,52 @@ func TestRestartNewEpochOutcomeUnknown(t *testing.T) {
 	}
 }
 
+// An executor killed while a write's payload arrives leaves its staging
+// file beside the target; the next serve removes it before its hello, so
+// the directory ends as it was: no half-written file (§3.4), and the put is
+// never written by the new process (§5.4).
+func TestCrashMidPutLeavesNoHalfWrittenFile(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	ws := t.TempDir()
+	stateDir, id, serve := enrollAndServe(t, s, ws)
+	src := filepath.Join(t.TempDir(), "big")
+	if err := os.WriteFile(src, bytes.Repeat([]byte("0123456789abcdef"), 8<<20), 0o600); err != nil { // 128 MiB
+		t.Fatal(err)
+	}
+	put := startProc(t, s.env(t), nil, "fs", "put", "--device", id, src, "big")
+	waitFor(t, "the staging file", func() bool { return len(stagingFiles(t, ws)) > 0 })
+	serve.cmd.Process.Kill()
+	serve.wait(t)
+	if left := stagingFiles(t, ws); len(left) == 0 {
+		t.Skip("the put finished before the executor was killed")
+	}
+	again := startServe(t, stateDir)
+	if code := put.wait(t); code != cli.ExitLaneFailure || !strings.Contains(put.stderr.String(), "outcome_unknown") {
+		t.Fatalf("put: exit %d: %s", code, put.stderr)
+	}
+	waitFor(t, "the device online again", func() bool { return s.online(t, id) })
+	if left := stagingFiles(t, ws); len(left) != 0 {
+		t.Errorf("staging files left beside the target: %v", left)
+	}
+	if _, err := os.Lstat(filepath.Join(ws, "big")); !os.IsNotExist(err) {
+		t.Errorf("the target exists after a put that never committed: %v", err)
+	}
+	again.cmd.Process.Signal(syscall.SIGTERM)
+	if code := again.wait(t); code != 0 {
+		t.Errorf("serve exit %d", code)
+	}
+}
+
+// stagingFiles lists the write staging files (.NAME.sema-HEX.tmp) in dir.
+func stagingFiles(t *testing.T, dir string) []string {
+	t.Helper()
+	m, err := filepath.Glob(filepath.Join(dir, ".*.sema-*.tmp"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
 func TestUserCommandErrors(t *testing.T) {
 	dead := "http://127.0.0.1:1"
 	env := []string{cli.EnvAPIKey + "=sema_x", "TMPDIR=" + t.TempDir()}
