@@ -31,7 +31,8 @@ func upload(ctx context.Context, lc *client.Client, deviceID string, in api.Uplo
 	return res, callError(err)
 }
 
-// callError maps the client's errors: a Ctrl-C before anything was sent
+// callError maps the client's errors: a path or command that is not
+// UTF-8 is usage (nothing was sent); a Ctrl-C before anything was sent
 // (or during an upload's body, which then writes nothing) is 130; the
 // lane's refusal, an unreachable lane or a local failure before the lane
 // took it is 125; a broken stream, a replica that failed after a forwarded
@@ -41,9 +42,12 @@ func callError(err error) error {
 	var se *client.StreamError
 	var ue *client.UnreachableError
 	var ce *client.Error
+	var text *client.NotUTF8Error
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &text):
+		return usageError{err} // a bad argument: nothing was sent
 	case errors.Is(err, client.ErrNotSent), errors.Is(err, client.ErrUploadStopped):
 		return &ExitError{Code: ExitCancelled, Err: err}
 	case errors.As(err, &se):

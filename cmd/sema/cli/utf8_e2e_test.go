@@ -1,0 +1,41 @@
+package cli_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/sema-agent/sema/cmd/sema/cli"
+)
+
+// A path or command typed with a byte that is not UTF-8 cannot cross the
+// lane's JSON: sent anyway it would arrive with U+FFFD in its place and
+// name another file. It is refused as a bad argument before anything is
+// sent, and the file whose name has the U+FFFD is untouched.
+func TestAnArgumentThatIsNotUTF8IsRefusedNotReplaced(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	ws := t.TempDir()
+	enrollAndServe(t, s, ws)
+	lookalike := filepath.Join(ws, "bad\uFFFD.txt")
+	if err := os.WriteFile(lookalike, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	local := filepath.Join(t.TempDir(), "x")
+	os.WriteFile(local, []byte("x"), 0o644)
+	for _, args := range [][]string{
+		{"fs", "rm", "bad\xff.txt"},
+		{"fs", "cat", "bad\xff.txt"},
+		{"fs", "put", local, "bad\xff.txt"},
+		{"run", "rm", "bad\xff.txt"},
+		{"run", "--cwd", "\xff", "true"},
+	} {
+		_, errOut, code := s.sema(t, nil, args...)
+		if code != cli.ExitUsage || !strings.Contains(errOut, `\xff`) || !strings.Contains(errOut, "not valid UTF-8") {
+			t.Errorf("%q: exit %d, want %d naming the byte; said %q", args, code, cli.ExitUsage, errOut)
+		}
+	}
+	if b, err := os.ReadFile(lookalike); err != nil || string(b) != "keep me" {
+		t.Errorf("the file named with U+FFFD: %q, %v", b, err)
+	}
+}
