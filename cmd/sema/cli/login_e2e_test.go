@@ -72,7 +72,10 @@ func TestLoginWhoamiLogout(t *testing.T) {
 	if code := p.wait(t); code != cli.ExitFailure || !strings.Contains(p.stderr.String(), "auth.forbidden") {
 		t.Fatalf("whoami with $%s: exit %d: %s", cli.EnvAPIKey, code, p.stderr)
 	}
-	if _, errOut, code := sema("", "devices", "--server", "http://127.0.0.1:1"); code != cli.ExitUsage || !strings.Contains(errOut, "no API key") {
+	// A --server that is not the saved login's (a typo, another port)
+	// says so, and how to log in there, rather than that nobody logged in.
+	if _, errOut, code := sema("", "devices", "--server", "http://127.0.0.1:1"); code != cli.ExitUsage || !strings.Contains(errOut, "no API key for http://127.0.0.1:1") ||
+		!strings.Contains(errOut, "the saved login is for "+s.url) || !strings.Contains(errOut, "sema login --server http://127.0.0.1:1") {
 		t.Fatalf("devices on another server: exit %d: %s", code, errOut)
 	}
 
