@@ -327,6 +327,7 @@ func TestUserCommandErrors(t *testing.T) {
 	dead := "http://127.0.0.1:1"
 	env := []string{cli.EnvAPIKey + "=sema_x", "TMPDIR=" + t.TempDir()}
 	noData, missing := filepath.Join(t.TempDir(), "data"), filepath.Join(t.TempDir(), "cert.pem")
+	ws, state := t.TempDir(), filepath.Join(t.TempDir(), "state")
 	cases := []struct {
 		args []string
 		env  []string
@@ -346,6 +347,10 @@ func TestUserCommandErrors(t *testing.T) {
 		{[]string{"devices", "dev_x"}, env, cli.ExitUsage, "devices takes no arguments"},
 		{[]string{"fs", "ls", "--server", dead, "."}, env, cli.ExitNeverStarted, "cannot reach the lane"},
 		{[]string{"run", "--server", dead, "--timeout", "0s", "--", "true"}, env, cli.ExitUsage, "too short"},
+		// A token copied without its set_ (or an API key given as one) is
+		// named as such, not sent as a credential the lane calls an
+		// invalid API key.
+		{[]string{"device", "enroll", "--server", dead, "--token", "c9nGIXtWoq", "--workspace", ws, "--state-dir", state}, env, cli.ExitUsage, "--token: an enrollment token starts with set_"},
 	}
 	for _, tc := range cases {
 		p := startProc(t, tc.env, nil, tc.args...)
@@ -357,6 +362,9 @@ func TestUserCommandErrors(t *testing.T) {
 	// start: no data dir, no admin key.
 	if _, err := os.Stat(noData); !os.IsNotExist(err) {
 		t.Errorf("a server refused for its certificate left %s: %v", noData, err)
+	}
+	if _, err := os.Stat(state); !os.IsNotExist(err) {
+		t.Errorf("an enrollment refused for its token left %s: %v", state, err)
 	}
 }
 
