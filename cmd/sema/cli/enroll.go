@@ -40,7 +40,7 @@ func newEnrollCmd() *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error { return runEnroll(c, f) },
 	}
 	addServerFlag(c, &f.server)
-	c.Flags().StringVar(&f.token, "token", "", "the one-shot enrollment token `sema token` printed (set_…), or - to read it from standard input")
+	c.Flags().StringVar(&f.token, "token", "", "the one-shot enrollment token sema token printed (set_…), or - to read it from standard input")
 	c.Flags().StringVar(&f.workspace, "workspace", "", "the directory the lane resolves relative paths against")
 	c.Flags().StringVar(&f.name, "name", "", "the device's name, which --device takes as well as its id (default this machine's host name)")
 	c.Flags().StringVar(&f.stateDir, "state-dir", "", "where the key and the record live (default $"+device.EnvStateDir+", else the OS config dir + /sema/device)")
