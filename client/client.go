@@ -20,6 +20,7 @@ import (
 	"sync/atomic"
 
 	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/internal/tlshint"
 )
 
 // Client calls one lane with one API key. It is safe for concurrent use.
@@ -127,6 +128,9 @@ type UnreachableError struct {
 func (e *UnreachableError) Error() string {
 	if e.Sent {
 		return fmt.Sprintf("the connection to the lane at %s broke after the request was sent, before any answer: %v", e.URL, e.Err)
+	}
+	if a := tlshint.Untrusted(e.Err); a != "" {
+		return fmt.Sprintf("cannot reach the lane at %s: %v; %s", e.URL, e.Err, a)
 	}
 	return fmt.Sprintf("cannot reach the lane at %s: %v", e.URL, e.Err)
 }

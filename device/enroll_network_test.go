@@ -151,6 +151,11 @@ func TestEnrollTellsNetworkErrorsApart(t *testing.T) {
 			if ue.Class != tc.class || !strings.Contains(ue.Reason, tc.reason) {
 				t.Errorf("class %v reason %q, want %v %q", ue.Class, ue.Reason, tc.class, tc.reason)
 			}
+			// An untrusted certificate, the self-signed one of a newcomer's
+			// lane, says how to trust it.
+			if advised := strings.Contains(err.Error(), "self-signed"); advised != (tc.name == "an untrusted certificate") {
+				t.Errorf("message %q: advice on trusting a certificate %v", err, advised)
+			}
 			if prefix := "cannot reach the lane at " + tc.server + ": "; !strings.HasPrefix(err.Error(), prefix) {
 				t.Errorf("message %q does not start %q", err, prefix)
 			}

@@ -126,6 +126,9 @@ func runLogin(c *cobra.Command, f loginFlags) error {
 	defer lc.Close()
 	// An authenticated read any identity may make proves the key.
 	if _, err := lc.APIKeys(c.Context()); err != nil {
+		if ue := (*client.UnreachableError)(nil); errors.As(err, &ue) {
+			return err // the key never reached a lane; the error names it
+		}
 		return fmt.Errorf("the lane at %s did not take the key: %w", server, err)
 	}
 	dir, err := configDir()
