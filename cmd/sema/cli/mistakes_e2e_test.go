@@ -39,3 +39,18 @@ func TestAnArgumentThatIsNotUTF8IsRefusedNotReplaced(t *testing.T) {
 		t.Errorf("the file named with U+FFFD: %q, %v", b, err)
 	}
 }
+
+// fs get into a directory that does not exist here names LOCAL and its
+// directory, not the temp file get would have written beside it.
+func TestFsGetIntoAMissingDirectoryNamesIt(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	ws := t.TempDir()
+	enrollAndServe(t, s, ws)
+	os.WriteFile(filepath.Join(ws, "notes.txt"), []byte("hi"), 0o644)
+	missing := filepath.Join(t.TempDir(), "no", "such")
+	local := filepath.Join(missing, "x")
+	_, errOut, code := s.sema(t, nil, "fs", "get", "notes.txt", local)
+	if code != cli.ExitNeverStarted || !strings.Contains(errOut, "cannot write "+local+": "+missing+": no such file or directory") || strings.Contains(errOut, "sema-get") {
+		t.Errorf("exit %d, want %d naming %s; said %q", code, cli.ExitNeverStarted, local, errOut)
+	}
+}
