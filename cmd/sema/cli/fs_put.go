@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/sema-agent/sema/api"
@@ -44,7 +45,23 @@ func fsPut(fc fsCall, args []string) error {
 	defer src.Close()
 	parents, _ := fc.c.Flags().GetBool("parents")
 	_, err = fc.putFile(src, mode, args[0], remotePath(fc.dev, args[1]), parents)
-	return err
+	return intoDirHint(err, args[0], args[1])
+}
+
+// intoDirHint adds to a put refused is_directory (PATH is a directory:
+// a write names the file itself, unlike cp) the line that puts the file
+// into that directory.
+func intoDirHint(err error, local, dst string) error {
+	var ee *ExitError
+	if !errors.As(err, &ee) || !strings.HasPrefix(ee.Err.Error(), string(protocol.ErrIsDirectory)+":") {
+		return err
+	}
+	name := "NAME"
+	if local != "-" {
+		name = filepath.Base(local)
+	}
+	line := "sema fs put " + local + " " + path.Join(dst, name)
+	return &ExitError{Code: ee.Code, Err: fmt.Errorf("%w (to put the file into it: %s)", ee.Err, safetext.String(line))}
 }
 
 // putFile sends src (named name here, with mode) to dst on the device,

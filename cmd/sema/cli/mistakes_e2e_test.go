@@ -54,3 +54,23 @@ func TestFsGetIntoAMissingDirectoryNamesIt(t *testing.T) {
 		t.Errorf("exit %d, want %d naming %s; said %q", code, cli.ExitNeverStarted, local, errOut)
 	}
 }
+
+// fs put onto a directory is the device's is_directory, exit 1, nothing
+// written; the message says how to put the file into it.
+func TestFsPutOntoADirectorySaysHowToPutIntoIt(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	ws := t.TempDir()
+	enrollAndServe(t, s, ws)
+	os.Mkdir(filepath.Join(ws, "docs"), 0o755)
+	local := filepath.Join(t.TempDir(), "notes.txt")
+	os.WriteFile(local, []byte("hi"), 0o644)
+	for _, dst := range []string{"docs", "docs/"} {
+		_, errOut, code := s.sema(t, nil, "fs", "put", local, dst)
+		if code != cli.ExitFailure || !strings.Contains(errOut, "is_directory") || !strings.Contains(errOut, "sema fs put "+local+" docs/notes.txt") {
+			t.Errorf("put onto %q: exit %d, want %d with the line that puts it inside; said %q", dst, code, cli.ExitFailure, errOut)
+		}
+	}
+	if entries, _ := os.ReadDir(filepath.Join(ws, "docs")); len(entries) != 0 {
+		t.Errorf("the directory holds %v", entries)
+	}
+}
