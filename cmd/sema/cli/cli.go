@@ -10,6 +10,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -99,7 +100,11 @@ func newRoot() *cobra.Command {
 	// every argument check of the tree answers with a usage error.
 	root.Args = func(c *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return fmt.Errorf("unknown command %q for %q (see sema --help)", args[0], c.CommandPath())
+			hint := "see sema --help"
+			if names := c.SuggestionsFor(args[0]); len(names) > 0 {
+				hint = "did you mean " + strings.Join(names, " or ") + "? " + hint
+			}
+			return usageError{fmt.Errorf("unknown command %q for %q (%s)", args[0], c.CommandPath(), hint)}
 		}
 		return nil
 	}
@@ -111,12 +116,13 @@ func newRoot() *cobra.Command {
 // argsAreUsage makes every argument check below c (cobra.NoArgs,
 // ExactArgs …) fail with a usageError.
 func argsAreUsage(c *cobra.Command) {
+	c.SuggestionsMinimumDistance = 2 // cobra's own default, which SuggestionsFor alone does not apply
 	if check := c.Args; check != nil {
 		c.Args = func(c *cobra.Command, args []string) error {
 			err := check(c, args)
 			var ue usageError
 			if err != nil && !errors.As(err, &ue) {
-				return usageError{err}
+				return usageError{suggest(c, args, err)}
 			}
 			return err
 		}
@@ -124,6 +130,18 @@ func argsAreUsage(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		argsAreUsage(sub)
 	}
+}
+
+// suggest adds to err, an argument check's refusal of a command that has
+// subcommands, the subcommands args[0] may be a typo of ("sema fs lss").
+func suggest(c *cobra.Command, args []string, err error) error {
+	if len(args) == 0 || !c.HasAvailableSubCommands() {
+		return err
+	}
+	if names := c.SuggestionsFor(args[0]); len(names) > 0 {
+		return fmt.Errorf("%w (did you mean %s?)", err, strings.Join(names, " or "))
+	}
+	return err
 }
 
 func newDeviceCmd() *cobra.Command {

@@ -345,6 +345,9 @@ func TestUserCommandErrors(t *testing.T) {
 		{[]string{"server", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--lease-ttl", "-1s"}, env, cli.ExitUsage, "negative"},
 		{[]string{"devices", "revoke"}, env, cli.ExitUsage, "one device id"},
 		{[]string{"devices", "dev_x"}, env, cli.ExitUsage, "devices takes no arguments"},
+		{[]string{"devics"}, env, cli.ExitUsage, `unknown command "devics" for "sema" (did you mean device or devices? see sema --help)`},
+		{[]string{"fs", "lss"}, env, cli.ExitUsage, `unknown command "lss" for "sema fs" (did you mean ls?)`},
+		{[]string{"device", "serv"}, env, cli.ExitUsage, `(did you mean serve or service?)`},
 		{[]string{"fs", "ls", "--server", dead, "."}, env, cli.ExitNeverStarted, "cannot reach the lane"},
 		{[]string{"run", "--server", dead, "--timeout", "0s", "--", "true"}, env, cli.ExitUsage, "too short"},
 		// A token copied without its set_ (or an API key given as one) is
