@@ -74,3 +74,26 @@ func TestFsPutOntoADirectorySaysHowToPutIntoIt(t *testing.T) {
 		t.Errorf("the directory holds %v", entries)
 	}
 }
+
+// revoke and forget take an id, as their help says; given a device's name
+// they name the id it stands for rather than say there is no such device,
+// and revoke nothing.
+func TestRevokeByNameNamesTheID(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	_, id, _ := enrollAndServe(t, s, t.TempDir())
+	if _, errOut, code := s.sema(t, nil, "devices", "rename", id, "laptop"); code != 0 {
+		t.Fatalf("rename: exit %d: %s", code, errOut)
+	}
+	for _, verb := range []string{"revoke", "forget"} {
+		_, errOut, code := s.sema(t, nil, "devices", verb, "laptop")
+		if code != cli.ExitUsage || !strings.Contains(errOut, `"laptop" is the name of `+id) || !strings.Contains(errOut, "sema devices "+verb+" "+id) {
+			t.Errorf("%s laptop: exit %d, want %d naming %s; said %q", verb, code, cli.ExitUsage, id, errOut)
+		}
+	}
+	if !s.online(t, id) {
+		t.Error("the device is no longer online")
+	}
+	if _, errOut, code := s.sema(t, nil, "devices", "revoke", "nosuch"); code != cli.ExitFailure || !strings.Contains(errOut, "device.not_found") {
+		t.Errorf("revoke nosuch: exit %d: %s", code, errOut)
+	}
+}
