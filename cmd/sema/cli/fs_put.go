@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
@@ -38,7 +39,7 @@ func fsPut(fc fsCall, args []string) error {
 			return fc.putTree(args[0], remotePath(fc.dev, args[1]))
 		}
 	}
-	src, mode, err := openLocal(args[0])
+	src, mode, err := openLocal(fc.c.Context(), args[0])
 	if err != nil {
 		return nothingSent(err)
 	}
@@ -119,9 +120,9 @@ func (fc fsCall) mkdirAll(dir string) error {
 
 // openLocal opens what put sends: a regular file, or standard input ("-")
 // spooled to a temp file. mode is the file's (0 for stdin).
-func openLocal(name string) (*os.File, os.FileMode, error) {
+func openLocal(ctx context.Context, name string) (*os.File, os.FileMode, error) {
 	if name == "-" {
-		f, _, _, err := spoolStdin()
+		f, _, _, err := spoolStdin(ctx)
 		if err != nil {
 			return nil, 0, fmt.Errorf("reading standard input: %w", err)
 		}

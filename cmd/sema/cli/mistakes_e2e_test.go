@@ -1,9 +1,11 @@
 package cli_test
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/sema-agent/sema/cmd/sema/cli"
@@ -96,4 +98,42 @@ func TestRevokeByNameNamesTheID(t *testing.T) {
 	if _, errOut, code := s.sema(t, nil, "devices", "revoke", "nosuch"); code != cli.ExitFailure || !strings.Contains(errOut, "device.not_found") {
 		t.Errorf("revoke nosuch: exit %d: %s", code, errOut)
 	}
+}
+
+// Ctrl-C while run or put still reads a stdin that has not ended (a pipe
+// whose writer holds on) ends them at once: 130, nothing sent.
+func TestCtrlCWhileStdinIsReadEndsAtOnce(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	ws := t.TempDir()
+	enrollAndServe(t, s, ws)
+	for _, args := range [][]string{{"run", "wc", "-c"}, {"fs", "put", "-", "in.txt"}} {
+		r, w, err := os.Pipe()
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.WriteString("part of it\n")
+		p := startProc(t, s.env(t), r, args...)
+		r.Close()
+		waitFor(t, "stdin to be spooled", func() bool { return spooling(p.cmd.Process.Pid) })
+		p.cmd.Process.Signal(syscall.SIGINT)
+		if code := p.wait(t); code != cli.ExitCancelled {
+			t.Errorf("%q: exit %d, want %d: %s", args, code, cli.ExitCancelled, p.stderr)
+		}
+		w.Close()
+	}
+	if _, err := os.Stat(filepath.Join(ws, "in.txt")); !os.IsNotExist(err) {
+		t.Errorf("put wrote in.txt: %v", err)
+	}
+}
+
+// spooling reports whether process pid holds its stdin spool file open
+// (Linux's /proc): it is then reading stdin.
+func spooling(pid int) bool {
+	fds, _ := os.ReadDir(fmt.Sprintf("/proc/%d/fd", pid))
+	for _, fd := range fds {
+		if target, _ := os.Readlink(fmt.Sprintf("/proc/%d/fd/%s", pid, fd.Name())); strings.Contains(target, "sema-stdin-") {
+			return true
+		}
+	}
+	return false
 }
