@@ -133,7 +133,10 @@ func openLocal(ctx context.Context, name string) (*os.File, os.FileMode, error) 
 		return nil, 0, err // the os error names the file
 	}
 	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
+	switch {
+	case err == nil && fi.IsDir():
+		err = fmt.Errorf("%s is a directory: -r copies it (sema fs put -r)", name)
+	case err == nil && !fi.Mode().IsRegular():
 		err = fmt.Errorf("%s is not a regular file", name)
 	}
 	if err != nil {

@@ -137,3 +137,23 @@ func spooling(pid int) bool {
 	}
 	return false
 }
+
+// A device whose executor is not running: the refusal says what brings it
+// online, and a local directory given to put without -r says -r.
+func TestOfflineDeviceAndADirectoryWithoutRSayWhatToDo(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	_, id, serve := enrollAndServe(t, s, t.TempDir())
+	_, errOut, code := s.sema(t, nil, "fs", "put", t.TempDir(), "d")
+	if code != cli.ExitNeverStarted || !strings.Contains(errOut, "is a directory: -r copies it") {
+		t.Errorf("put of a directory: exit %d: %s", code, errOut)
+	}
+	serve.cmd.Process.Signal(syscall.SIGTERM)
+	serve.wait(t)
+	waitFor(t, "the device to go offline", func() bool { return !s.online(t, id) })
+	for _, args := range [][]string{{"run", "true"}, {"fs", "ls"}} {
+		_, errOut, code := s.sema(t, nil, args...)
+		if code != cli.ExitNeverStarted || !strings.Contains(errOut, "is not connected") || !strings.Contains(errOut, "start `sema device serve` on it") {
+			t.Errorf("%q on an offline device: exit %d: %s", args, code, errOut)
+		}
+	}
+}

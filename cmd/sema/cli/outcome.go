@@ -74,6 +74,15 @@ func neverStartedNote(msg string) string {
 	return " (it never started)"
 }
 
+// offlineNote says what brings a device online, when the lane refused an
+// instruction because no executor of it is connected.
+func offlineNote(o api.Outcome) string {
+	if o.ErrorCode == protocol.ErrTargetUnavailable && strings.HasSuffix(o.Message, "is not connected") {
+		return "; start `sema device serve` on it (sema devices shows which are online)"
+	}
+	return ""
+}
+
 // failure turns an outcome that is not the verb's success into an exit
 // (nil for a success arm of wantKind): 254 the lane cancelled it on its
 // own, 130 cancelled (the user's Ctrl-C alone), 125 never started,
@@ -97,7 +106,7 @@ func failure(r client.Result, wantKind protocol.OutcomeKind) error {
 	case o.OK:
 		return fail(ExitLaneFailure, "an unexpected %q outcome", o.Kind)
 	case r.NeverStarted():
-		return fail(ExitNeverStarted, "%s: %s%s", o.ErrorCode, o.Message, neverStartedNote(o.Message))
+		return fail(ExitNeverStarted, "%s: %s%s%s", o.ErrorCode, o.Message, neverStartedNote(o.Message), offlineNote(o))
 	}
 	switch o.ErrorCode {
 	case protocol.ErrTimeout:
