@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -155,5 +156,22 @@ func TestOfflineDeviceAndADirectoryWithoutRSayWhatToDo(t *testing.T) {
 		if code != cli.ExitNeverStarted || !strings.Contains(errOut, "is not connected") || !strings.Contains(errOut, "start `sema device serve` on it") {
 			t.Errorf("%q on an offline device: exit %d: %s", args, code, errOut)
 		}
+	}
+}
+
+// A server on every address with no --public-url prints a login line with
+// the host's name, which another machine can use, never [::] or 0.0.0.0.
+func TestFirstStartOnEveryAddressPrintsTheHostName(t *testing.T) {
+	host, err := os.Hostname()
+	if err != nil {
+		t.Skip("no host name:", err)
+	}
+	s := startServer(t, t.TempDir(), "--listen", "0.0.0.0:0")
+	u, err := url.Parse(s.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "sema login --server http://" + host + ":" + u.Port() + " <"; !strings.Contains(s.stdout.String(), want) {
+		t.Errorf("the first start printed no %q:\n%s", want, s.stdout)
 	}
 }
