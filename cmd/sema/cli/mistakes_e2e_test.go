@@ -175,3 +175,27 @@ func TestFirstStartOnEveryAddressPrintsTheHostName(t *testing.T) {
 		t.Errorf("the first start printed no %q:\n%s", want, s.stdout)
 	}
 }
+
+// A path that starts with ~ (quoted, so no local shell expanded it) names
+// a directory "~" under the workspace root: not found, and the message
+// says that ~ is not expanded on the device.
+func TestATildePathSaysItIsNotExpanded(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	enrollAndServe(t, s, t.TempDir())
+	for _, tc := range []struct {
+		args []string
+		code int
+	}{
+		{[]string{"fs", "ls", "~"}, cli.ExitFailure},
+		{[]string{"fs", "cat", "~/notes.txt"}, cli.ExitFailure},
+		{[]string{"run", "--cwd", "~/src", "true"}, cli.ExitNeverStarted},
+	} {
+		_, errOut, code := s.sema(t, nil, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, "not_found") || !strings.Contains(errOut, "~ is not expanded on the device") {
+			t.Errorf("%q: exit %d, want %d; said %q", tc.args, code, tc.code, errOut)
+		}
+	}
+	if _, errOut, _ := s.sema(t, nil, "fs", "cat", "nope.txt"); strings.Contains(errOut, "~") {
+		t.Errorf("a path without ~ got the note: %s", errOut)
+	}
+}
