@@ -14,6 +14,8 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sema-agent/sema/client"
+	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/internal/safetext"
 	semaversion "github.com/sema-agent/sema/internal/version"
 )
@@ -70,7 +72,7 @@ func Run(ctx context.Context, args []string) int {
 	var ue usageError
 	if !errors.As(err, &ee) || !ee.Quiet {
 		// Error texts carry the lane's and the device's messages: escaped.
-		fmt.Fprintln(Stderr, "sema:", safetext.String(err.Error()))
+		fmt.Fprintln(Stderr, "sema:", safetext.String(err.Error()+defaultLaneNote(err)))
 	}
 	switch {
 	case ee != nil:
@@ -79,6 +81,20 @@ func Run(ctx context.Context, args []string) int {
 		return ExitUsage
 	}
 	return ExitFailure
+}
+
+// defaultLaneNote says, when err is a lane that could not be reached at
+// DefaultServer (where a newcomer's first command goes when nothing named
+// the lane), how to name the lane; "" otherwise.
+func defaultLaneNote(err error) string {
+	var ue *client.UnreachableError
+	var de *device.UnreachableError
+	switch {
+	case errors.As(err, &ue) && !ue.Sent && sameServer(ue.URL, DefaultServer),
+		errors.As(err, &de) && sameServer(de.URL, DefaultServer):
+		return " (" + DefaultServer + " is the default lane: --server URL or $" + EnvServer + " names another, and sema login saves it)"
+	}
+	return ""
 }
 
 func newRoot() *cobra.Command {
