@@ -425,3 +425,11 @@ func requireKeyKept(t *testing.T, dir string, err error) {
 		t.Errorf("the message does not say the key was kept for a replay: %v", err)
 	}
 }
+
+// One attempt is said in the singular.
+func TestUnreachableSaysOneAttempt(t *testing.T) {
+	e := &device.UnreachableError{URL: "http://x", Reason: "connection refused", Attempts: 1}
+	if msg := e.Error(); !strings.Contains(msg, "(1 attempt over 0s)") {
+		t.Errorf("%q", msg)
+	}
+}

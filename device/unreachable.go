@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/sema-agent/sema/internal/tlshint"
+	"github.com/sema-agent/sema/internal/words"
 )
 
 // NetClass is what kind of network error kept enrollment from an answer.
@@ -52,7 +53,7 @@ type UnreachableError struct {
 }
 
 func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("cannot reach the lane at %s: %s (%d attempts over %s)", e.URL, e.Reason, e.Attempts, e.For.Round(time.Second))
+	return fmt.Sprintf("cannot reach the lane at %s: %s (%s over %s)", e.URL, e.Reason, words.Count(e.Attempts, "attempt", "attempts"), e.For.Round(time.Second))
 }
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
