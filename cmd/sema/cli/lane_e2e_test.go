@@ -345,6 +345,8 @@ func TestUserCommandErrors(t *testing.T) {
 		{[]string{"server", "--data", t.TempDir(), "--listen", "127.0.0.1:0", "--lease-ttl", "-1s"}, env, cli.ExitUsage, "negative"},
 		{[]string{"devices", "revoke"}, env, cli.ExitUsage, "one device id"},
 		{[]string{"devices", "dev_x"}, env, cli.ExitUsage, "devices takes no arguments"},
+		{[]string{"history", "show"}, env, cli.ExitUsage, "history show takes one instruction id (ins_…)"},
+		{[]string{"identity", "disable"}, env, cli.ExitUsage, "identity disable takes one identity's name or id"},
 		{[]string{"devics"}, env, cli.ExitUsage, `unknown command "devics" for "sema" (did you mean device or devices? see sema --help)`},
 		{[]string{"fs", "lss"}, env, cli.ExitUsage, `unknown command "lss" for "sema fs" (did you mean ls?)`},
 		{[]string{"device", "serv"}, env, cli.ExitUsage, `(did you mean serve or service?)`},
