@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -328,6 +329,11 @@ func TestUserCommandErrors(t *testing.T) {
 	env := []string{cli.EnvAPIKey + "=sema_x", "TMPDIR=" + t.TempDir()}
 	noData, missing := filepath.Join(t.TempDir(), "data"), filepath.Join(t.TempDir(), "cert.pem")
 	ws, state := t.TempDir(), filepath.Join(t.TempDir(), "state")
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
 	cases := []struct {
 		args []string
 		env  []string
@@ -347,6 +353,7 @@ func TestUserCommandErrors(t *testing.T) {
 		{[]string{"devices", "dev_x"}, env, cli.ExitUsage, "devices takes no arguments"},
 		{[]string{"history", "show"}, env, cli.ExitUsage, "history show takes one instruction id (ins_…)"},
 		{[]string{"identity", "disable"}, env, cli.ExitUsage, "identity disable takes one identity's name or id"},
+		{[]string{"server", "--data", t.TempDir(), "--listen", taken.Addr().String()}, env, cli.ExitFailure, "another process listens on " + taken.Addr().String() + ": --listen picks another address"},
 		{[]string{"devics"}, env, cli.ExitUsage, `unknown command "devics" for "sema" (did you mean device or devices? see sema --help)`},
 		{[]string{"fs", "lss"}, env, cli.ExitUsage, `unknown command "lss" for "sema fs" (did you mean ls?)`},
 		{[]string{"device", "serv"}, env, cli.ExitUsage, `(did you mean serve or service?)`},

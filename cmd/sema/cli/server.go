@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -221,6 +222,9 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 	}
 	defer lock.Release()
 	ln, err := net.Listen("tcp", f.listen)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen: another process listens on %s: --listen picks another address (%w)", f.listen, err)
+	}
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
