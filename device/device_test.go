@@ -338,9 +338,11 @@ func TestEnrollRefusesBadInput(t *testing.T) {
 	if _, err := device.Enroll(t.Context(), o); err == nil || !strings.Contains(err.Error(), "Enrollment was refused") {
 		t.Errorf("no api key, an unknown token: %v", err)
 	}
+	// A missing workspace says what to do, and that the token was not
+	// spent: nothing was sent.
 	o = enrollOptions(l, t.TempDir(), "/does/not/exist", key, "set_x")
-	if _, err := device.Enroll(t.Context(), o); err == nil {
-		t.Errorf("missing workspace accepted")
+	if _, err := device.Enroll(t.Context(), o); err == nil || !strings.Contains(err.Error(), "--workspace /does/not/exist does not exist: create it (mkdir -p) or name another directory (the token was not used)") {
+		t.Errorf("missing workspace: %v", err)
 	}
 	o = enrollOptions(l, t.TempDir(), t.TempDir(), key+"x", "set_x")
 	var ae *device.APIError

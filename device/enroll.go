@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -228,6 +229,10 @@ func workspaceDir(dir string) (string, error) {
 		return "", fmt.Errorf("workspace %q: %w", dir, err)
 	}
 	fi, err := os.Stat(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Checked before anything is sent: the token is not spent.
+		return "", fmt.Errorf("--workspace %s does not exist: create it (mkdir -p) or name another directory (the token was not used)", abs)
+	}
 	if err != nil {
 		return "", fmt.Errorf("workspace: %w", err)
 	}
