@@ -16,6 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/protocol"
@@ -118,6 +119,10 @@ func Enroll(ctx context.Context, o EnrollOptions) (Record, error) {
 	ws, err := workspaceDir(o.WorkspaceRoot)
 	if err != nil {
 		return rec, err
+	}
+	if !utf8.ValidString(o.DisplayName) {
+		// JSON would carry U+FFFD in place of each bad byte.
+		return rec, fmt.Errorf("--name %q is not valid UTF-8, which the lane cannot carry", o.DisplayName)
 	}
 	made, err := makeStateDir(o.StateDir)
 	if err != nil {
@@ -238,6 +243,11 @@ func workspaceDir(dir string) (string, error) {
 	}
 	if !fi.IsDir() {
 		return "", fmt.Errorf("workspace %s is not a directory", abs)
+	}
+	if !utf8.ValidString(abs) {
+		// JSON would carry U+FFFD in place of each bad byte, and the lane
+		// would resolve paths against a directory that is not this one.
+		return "", fmt.Errorf("--workspace %q is not valid UTF-8, which the lane cannot carry: name another directory", abs)
 	}
 	if len(abs) > 1024 {
 		return "", fmt.Errorf("workspace path is %d bytes; the lane accepts at most 1024", len(abs))
