@@ -14,6 +14,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -189,6 +190,9 @@ func readError(resp *http.Response) *Error {
 func (c *Client) jsonRequest(ctx context.Context, method, p string, body any) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
+		if err := notUTF8("text", reflect.ValueOf(body)); err != nil {
+			return nil, err
+		}
 		b, err := json.Marshal(body)
 		if err != nil {
 			return nil, err

@@ -52,6 +52,13 @@ func TestAnInstructionThatIsNotUTF8IsNeverSent(t *testing.T) {
 	if bad := (*client.NotUTF8Error)(nil); !errors.As(err, &bad) || bad.Field != "path" {
 		t.Errorf("upload: %v, want a NotUTF8Error naming path", err)
 	}
+	// Every other JSON body too: a device renamed, an identity created.
+	if _, err := lc.Rename(t.Context(), "dev_1", "box\xff"); !errors.As(err, new(*client.NotUTF8Error)) {
+		t.Errorf("rename: %v, want a NotUTF8Error", err)
+	}
+	if _, err := lc.CreateIdentity(t.Context(), "bob\xff"); !errors.As(err, new(*client.NotUTF8Error)) {
+		t.Errorf("identity create: %v, want a NotUTF8Error", err)
+	}
 	if n := requests.Load(); n != 0 {
 		t.Errorf("%d requests reached the lane", n)
 	}

@@ -74,10 +74,11 @@ func Run(ctx context.Context, args []string) int {
 		// Error texts carry the lane's and the device's messages: escaped.
 		fmt.Fprintln(Stderr, "sema:", safetext.String(err.Error()+defaultLaneNote(err)))
 	}
+	var text *client.NotUTF8Error
 	switch {
 	case ee != nil:
 		return ee.Code
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.As(err, &text): // text: a bad argument, nothing was sent
 		return ExitUsage
 	}
 	return ExitFailure

@@ -19,7 +19,7 @@ import (
 func TestAnArgumentThatIsNotUTF8IsRefusedNotReplaced(t *testing.T) {
 	s := startServer(t, t.TempDir())
 	ws := t.TempDir()
-	enrollAndServe(t, s, ws)
+	_, id, _ := enrollAndServe(t, s, ws)
 	lookalike := filepath.Join(ws, "bad\uFFFD.txt")
 	if err := os.WriteFile(lookalike, []byte("keep me"), 0o644); err != nil {
 		t.Fatal(err)
@@ -32,6 +32,8 @@ func TestAnArgumentThatIsNotUTF8IsRefusedNotReplaced(t *testing.T) {
 		{"fs", "put", local, "bad\xff.txt"},
 		{"run", "rm", "bad\xff.txt"},
 		{"run", "--cwd", "\xff", "true"},
+		{"devices", "rename", id, "box\xff"},
+		{"identity", "create", "bob\xff"},
 	} {
 		_, errOut, code := s.sema(t, nil, args...)
 		if code != cli.ExitUsage || !strings.Contains(errOut, `\xff`) || !strings.Contains(errOut, "not valid UTF-8") {
