@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
 	"strings"
 
@@ -72,7 +73,7 @@ func Run(ctx context.Context, args []string) int {
 	var ue usageError
 	if !errors.As(err, &ee) || !ee.Quiet {
 		// Error texts carry the lane's and the device's messages: escaped.
-		fmt.Fprintln(Stderr, "sema:", safetext.String(err.Error()+defaultLaneNote(err)))
+		fmt.Fprintln(Stderr, "sema:", safetext.String(err.Error()+defaultLaneNote(err)+notLaneNote(err)))
 	}
 	var text *client.NotUTF8Error
 	switch {
@@ -94,6 +95,17 @@ func defaultLaneNote(err error) string {
 	case errors.As(err, &ue) && !ue.Sent && sameServer(ue.URL, DefaultServer),
 		errors.As(err, &de) && sameServer(de.URL, DefaultServer):
 		return " (" + DefaultServer + " is the default lane: --server URL or $" + EnvServer + " names another, and sema login saves it)"
+	}
+	return ""
+}
+
+// notLaneNote says, for a 404 without the lane's error code (what answers
+// a --server with a path, or a URL where no lane is), that --server is the
+// lane's base URL; "" otherwise.
+func notLaneNote(err error) string {
+	var ce *client.Error
+	if errors.As(err, &ce) && ce.Status == http.StatusNotFound && ce.Code == "" {
+		return " (no lane API there: is --server the lane's base URL, such as http://host:8420?)"
 	}
 	return ""
 }

@@ -5,6 +5,8 @@ import (
 	"crypto/rand"
 	"fmt"
 	"net"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -334,6 +336,8 @@ func TestUserCommandErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer taken.Close()
+	notLane := httptest.NewServer(http.NotFoundHandler()) // a URL with a path, or another service
+	defer notLane.Close()
 	cases := []struct {
 		args []string
 		env  []string
@@ -354,6 +358,7 @@ func TestUserCommandErrors(t *testing.T) {
 		{[]string{"history", "show"}, env, cli.ExitUsage, "history show takes one instruction id (ins_…)"},
 		{[]string{"identity", "disable"}, env, cli.ExitUsage, "identity disable takes one identity's name or id"},
 		{[]string{"server", "--data", t.TempDir(), "--listen", taken.Addr().String()}, env, cli.ExitFailure, "another process listens on " + taken.Addr().String() + ": --listen picks another address"},
+		{[]string{"devices", "--server", notLane.URL + "/v1"}, env, cli.ExitFailure, "404: page not found (no lane API there: is --server the lane's base URL, such as http://host:8420?)"},
 		{[]string{"devics"}, env, cli.ExitUsage, `unknown command "devics" for "sema" (did you mean device or devices? see sema --help)`},
 		{[]string{"fs", "lss"}, env, cli.ExitUsage, `unknown command "lss" for "sema fs" (did you mean ls?)`},
 		{[]string{"device", "serv"}, env, cli.ExitUsage, `(did you mean serve or service?)`},
