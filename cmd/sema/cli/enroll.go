@@ -90,6 +90,11 @@ func runEnroll(c *cobra.Command, f enrollFlags) error {
 		return err
 	}
 	fmt.Fprintln(Stdout, rec.DeviceID)
-	fmt.Fprintf(Stderr, "Enrolled as %s (state dir %s). Start serving with: sema device serve --state-dir %s\n", rec.DeviceID, dir, dir)
+	serve := "sema device serve"
+	if f.stateDir != "" || os.Getenv(device.EnvStateDir) != "" {
+		// Said when it is not the default, which serve finds by itself.
+		serve += " --state-dir " + shellQuote(dir)
+	}
+	fmt.Fprintf(Stderr, "Enrolled as %s (state dir %s). Start serving with: %s\n", rec.DeviceID, dir, serve)
 	return nil
 }

@@ -201,3 +201,28 @@ func TestATildePathSaysItIsNotExpanded(t *testing.T) {
 		t.Errorf("a path without ~ got the note: %s", errOut)
 	}
 }
+
+// The line enroll ends with runs as printed: plain `sema device serve` for
+// the default state dir, and a --state-dir with a space quoted.
+func TestEnrollEndsWithTheServeLineThatWorks(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	for _, tc := range []struct {
+		stateDir, want string
+	}{
+		{"", "Start serving with: sema device serve\n"},
+		{filepath.Join(t.TempDir(), "my state"), "Start serving with: sema device serve --state-dir '"},
+	} {
+		line, errOut, code := s.sema(t, nil, "token", "--workspace", t.TempDir())
+		if code != 0 {
+			t.Fatalf("token: exit %d: %s", code, errOut)
+		}
+		args := strings.Fields(line)[1:]
+		if tc.stateDir != "" {
+			args = append(args, "--state-dir", tc.stateDir)
+		}
+		p := startProc(t, append(s.env(t), "XDG_CONFIG_HOME="+t.TempDir(), "SEMA_DEVICE_DIR="), nil, args...)
+		if code := p.wait(t); code != 0 || !strings.Contains(p.stderr.String(), tc.want) {
+			t.Errorf("enroll --state-dir %q: exit %d, want %q in %q", tc.stateDir, code, tc.want, p.stderr)
+		}
+	}
+}
