@@ -14,12 +14,14 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptrace"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
 
 	"github.com/sema-agent/sema/api"
+	"github.com/sema-agent/sema/internal/tlshint"
 )
 
 // Client calls one lane with one API key. It is safe for concurrent use.
@@ -128,6 +130,9 @@ func (e *UnreachableError) Error() string {
 	if e.Sent {
 		return fmt.Sprintf("the connection to the lane at %s broke after the request was sent, before any answer: %v", e.URL, e.Err)
 	}
+	if a := tlshint.Untrusted(e.Err); a != "" {
+		return fmt.Sprintf("cannot reach the lane at %s: %v; %s", e.URL, e.Err, a)
+	}
 	return fmt.Sprintf("cannot reach the lane at %s: %v", e.URL, e.Err)
 }
 
@@ -185,6 +190,9 @@ func readError(resp *http.Response) *Error {
 func (c *Client) jsonRequest(ctx context.Context, method, p string, body any) (*http.Response, error) {
 	var rd io.Reader
 	if body != nil {
+		if err := notUTF8("text", reflect.ValueOf(body)); err != nil {
+			return nil, err
+		}
 		b, err := json.Marshal(body)
 		if err != nil {
 			return nil, err

@@ -106,8 +106,11 @@ const cancelPostTimeout = 10 * time.Second
 // (Result.Interrupted is set). Errors: ErrNotSent (wrapping ctx's error),
 // *Error (the lane refused it: nothing was queued), *UnreachableError
 // (nothing was sent, or no answer came), *StreamError (the outcome is not
-// known).
+// known), *NotUTF8Error (nothing was sent).
 func (c *Client) Instruct(ctx context.Context, deviceID string, in api.InstructionRequest, sink Sink) (Result, error) {
+	if err := checkUTF8(in); err != nil {
+		return Result{}, err
+	}
 	body, err := json.Marshal(in)
 	if err != nil {
 		return Result{}, err

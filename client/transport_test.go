@@ -3,8 +3,12 @@ package client_test
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"errors"
+	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"testing"
 
 	"github.com/sema-agent/sema/client"
@@ -44,5 +48,29 @@ func TestClientSpeaksHTTP1OverTLS(t *testing.T) {
 	}
 	if proto != 1 {
 		t.Fatalf("the client spoke HTTP/%d", proto)
+	}
+}
+
+// A lane whose certificate this machine does not trust (a newcomer's
+// self-signed --tls-cert) is unreachable, and the message says how to
+// trust it; other unreachable lanes get no such advice.
+func TestAnUntrustedCertificateSaysHowToTrustIt(t *testing.T) {
+	srv := httptest.NewUnstartedServer(http.NotFoundHandler())
+	srv.Config.ErrorLog = log.New(io.Discard, "", 0) // its side of the refused handshakes
+	srv.StartTLS()
+	defer srv.Close()
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	for url, advised := range map[string]bool{srv.URL: true, closed.URL: false} {
+		c, err := client.New(url, "sema_k")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = c.Devices(t.Context())
+		var ue *client.UnreachableError
+		if !errors.As(err, &ue) || strings.Contains(err.Error(), "self-signed") != advised {
+			t.Errorf("%s: %v, want an UnreachableError advising on the certificate: %v", url, err, advised)
+		}
+		c.Close()
 	}
 }

@@ -8,8 +8,10 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strconv"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/internal/words"
@@ -32,6 +34,12 @@ var ErrUploadStopped = errors.New("the upload was stopped before all of its cont
 func (c *Client) Upload(ctx context.Context, deviceID string, req api.UploadRequest, body io.Reader, size int64, sum protocol.Digest, sink Sink) (Result, error) {
 	if size < 0 {
 		return Result{}, fmt.Errorf("the upload's size %d is negative", size)
+	}
+	if !utf8.ValidString(req.Path) {
+		return Result{}, &NotUTF8Error{Field: "path", Value: req.Path}
+	}
+	if err := notUTF8("expect", reflect.ValueOf(req.Expect)); err != nil {
+		return Result{}, err
 	}
 	q, err := uploadQuery(req, sum)
 	if err != nil {

@@ -338,9 +338,27 @@ func TestEnrollRefusesBadInput(t *testing.T) {
 	if _, err := device.Enroll(t.Context(), o); err == nil || !strings.Contains(err.Error(), "Enrollment was refused") {
 		t.Errorf("no api key, an unknown token: %v", err)
 	}
+	// A missing workspace says what to do, and that the token was not
+	// spent: nothing was sent.
 	o = enrollOptions(l, t.TempDir(), "/does/not/exist", key, "set_x")
-	if _, err := device.Enroll(t.Context(), o); err == nil {
-		t.Errorf("missing workspace accepted")
+	if _, err := device.Enroll(t.Context(), o); err == nil || !strings.Contains(err.Error(), "--workspace /does/not/exist does not exist: create it (mkdir -p) or name another directory (the token was not used)") {
+		t.Errorf("missing workspace: %v", err)
+	}
+	// A workspace or name that is not UTF-8 would reach the lane with
+	// U+FFFD in its place: the lane would resolve paths against another
+	// directory. Refused before anything is sent.
+	notUTF8 := filepath.Join(t.TempDir(), "ws\xff")
+	if err := os.Mkdir(notUTF8, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	o = enrollOptions(l, t.TempDir(), notUTF8, key, "set_x")
+	if _, err := device.Enroll(t.Context(), o); err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
+		t.Errorf("a workspace that is not UTF-8: %v", err)
+	}
+	o = enrollOptions(l, t.TempDir(), t.TempDir(), key, "set_x")
+	o.DisplayName = "box\xff"
+	if _, err := device.Enroll(t.Context(), o); err == nil || !strings.Contains(err.Error(), "not valid UTF-8") {
+		t.Errorf("a name that is not UTF-8: %v", err)
 	}
 	o = enrollOptions(l, t.TempDir(), t.TempDir(), key+"x", "set_x")
 	var ae *device.APIError

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -15,6 +16,7 @@ import (
 	"runtime"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/protocol"
@@ -117,6 +119,10 @@ func Enroll(ctx context.Context, o EnrollOptions) (Record, error) {
 	ws, err := workspaceDir(o.WorkspaceRoot)
 	if err != nil {
 		return rec, err
+	}
+	if !utf8.ValidString(o.DisplayName) {
+		// JSON would carry U+FFFD in place of each bad byte.
+		return rec, fmt.Errorf("--name %q is not valid UTF-8, which the lane cannot carry", o.DisplayName)
 	}
 	made, err := makeStateDir(o.StateDir)
 	if err != nil {
@@ -228,11 +234,20 @@ func workspaceDir(dir string) (string, error) {
 		return "", fmt.Errorf("workspace %q: %w", dir, err)
 	}
 	fi, err := os.Stat(abs)
+	if errors.Is(err, fs.ErrNotExist) {
+		// Checked before anything is sent: the token is not spent.
+		return "", fmt.Errorf("--workspace %s does not exist: create it (mkdir -p) or name another directory (the token was not used)", abs)
+	}
 	if err != nil {
 		return "", fmt.Errorf("workspace: %w", err)
 	}
 	if !fi.IsDir() {
 		return "", fmt.Errorf("workspace %s is not a directory", abs)
+	}
+	if !utf8.ValidString(abs) {
+		// JSON would carry U+FFFD in place of each bad byte, and the lane
+		// would resolve paths against a directory that is not this one.
+		return "", fmt.Errorf("--workspace %q is not valid UTF-8, which the lane cannot carry: name another directory", abs)
 	}
 	if len(abs) > 1024 {
 		return "", fmt.Errorf("workspace path is %d bytes; the lane accepts at most 1024", len(abs))

@@ -151,6 +151,11 @@ func TestEnrollTellsNetworkErrorsApart(t *testing.T) {
 			if ue.Class != tc.class || !strings.Contains(ue.Reason, tc.reason) {
 				t.Errorf("class %v reason %q, want %v %q", ue.Class, ue.Reason, tc.class, tc.reason)
 			}
+			// An untrusted certificate, the self-signed one of a newcomer's
+			// lane, says how to trust it.
+			if advised := strings.Contains(err.Error(), "self-signed"); advised != (tc.name == "an untrusted certificate") {
+				t.Errorf("message %q: advice on trusting a certificate %v", err, advised)
+			}
 			if prefix := "cannot reach the lane at " + tc.server + ": "; !strings.HasPrefix(err.Error(), prefix) {
 				t.Errorf("message %q does not start %q", err, prefix)
 			}
@@ -418,5 +423,13 @@ func requireKeyKept(t *testing.T, dir string, err error) {
 	}
 	if !strings.Contains(err.Error(), "run the same enroll again with the same token") {
 		t.Errorf("the message does not say the key was kept for a replay: %v", err)
+	}
+}
+
+// One attempt is said in the singular.
+func TestUnreachableSaysOneAttempt(t *testing.T) {
+	e := &device.UnreachableError{URL: "http://x", Reason: "connection refused", Attempts: 1}
+	if msg := e.Error(); !strings.Contains(msg, "(1 attempt over 0s)") {
+		t.Errorf("%q", msg)
 	}
 }

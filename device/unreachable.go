@@ -11,6 +11,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/sema-agent/sema/internal/tlshint"
+	"github.com/sema-agent/sema/internal/words"
 )
 
 // NetClass is what kind of network error kept enrollment from an answer.
@@ -50,7 +53,7 @@ type UnreachableError struct {
 }
 
 func (e *UnreachableError) Error() string {
-	return fmt.Sprintf("cannot reach the lane at %s: %s (%d attempts over %s)", e.URL, e.Reason, e.Attempts, e.For.Round(time.Second))
+	return fmt.Sprintf("cannot reach the lane at %s: %s (%s over %s)", e.URL, e.Reason, words.Count(e.Attempts, "attempt", "attempts"), e.For.Round(time.Second))
 }
 
 func (e *UnreachableError) Unwrap() error { return e.Err }
@@ -83,15 +86,24 @@ func classify(err error, timeout time.Duration) (NetClass, string) {
 		// an untyped error.
 		return NetTLS, "the TLS handshake failed: the server does not speak TLS (if the lane serves plain HTTP, use http://)"
 	case errors.As(err, &verify):
-		return NetTLS, "the TLS handshake failed: the server's certificate is not trusted: " + verify.Err.Error()
+		return NetTLS, "the TLS handshake failed: the server's certificate is not trusted: " + verify.Err.Error() + advice(err)
 	case errors.As(err, &unk), errors.As(err, &host):
-		return NetTLS, "the TLS handshake failed: the server's certificate is not trusted: " + innermost(err).Error()
+		return NetTLS, "the TLS handshake failed: the server's certificate is not trusted: " + innermost(err).Error() + advice(err)
 	case errors.As(err, &alert):
 		return NetTLS, "the TLS handshake failed: " + alert.Error()
 	case errors.Is(err, context.DeadlineExceeded), errors.As(err, &ne) && ne.Timeout():
 		return NetTimeout, fmt.Sprintf("no answer within %s", timeout)
 	}
 	return NetOther, innermost(err).Error()
+}
+
+// advice is how to trust the lane's certificate, when that is what err
+// needs ("" otherwise), as a clause of a reason.
+func advice(err error) string {
+	if a := tlshint.Untrusted(err); a != "" {
+		return "; " + a
+	}
+	return ""
 }
 
 // innermost drops the url.Error wrapper: its "Post \"URL\":" repeats what

@@ -9,6 +9,7 @@ import (
 
 	"github.com/sema-agent/sema/executor/ops"
 	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/internal/tlshint"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -115,7 +116,11 @@ func (rt *Runtime) Run(ctx context.Context) (err error) {
 			bo.reset()
 		}
 		d := bo.next()
-		rt.log.Warn("disconnected from the lane; reconnecting", "in", d.String(), "err", end.err)
+		if hint := tlshint.Untrusted(end.err); hint != "" {
+			rt.log.Warn("disconnected from the lane; reconnecting", "in", d.String(), "err", end.err, "hint", hint)
+		} else {
+			rt.log.Warn("disconnected from the lane; reconnecting", "in", d.String(), "err", end.err)
+		}
 		rt.status.update(func(s *Status) { s.Connected, s.Gen, s.LastError = false, "", errString(end.err) })
 		t := rt.cfg.Clock.NewTimer(d)
 		select {

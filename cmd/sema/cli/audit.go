@@ -47,7 +47,13 @@ func newAuditCmd() *cobra.Command {
 				return err
 			}
 			v := &auditView{json: f.json}
-			return readAudit(c.Context(), lc, opts, f.follow, v.add, v.flush)
+			if err := readAudit(c.Context(), lc, opts, f.follow, v.add, v.flush); err != nil {
+				return err
+			}
+			if !v.printed && !f.json && !f.follow {
+				fmt.Fprintln(Stderr, noAuditRow(f))
+			}
+			return nil
 		}),
 	}
 	addKeyCmdFlags(c, &f.keyCmdFlags)
@@ -55,6 +61,22 @@ func newAuditCmd() *cobra.Command {
 	c.Flags().BoolVarP(&f.follow, "follow", "f", false, "keep printing rows as the lane writes them")
 	c.AddCommand(newAuditExportCmd(), newAuditVerifyCmd(), newAuditCheckpointCmd())
 	return c
+}
+
+// noAuditRow says that no row matched: with --event, which may be
+// mistyped, it names the event and where the events are listed.
+func noAuditRow(f auditFlags) string {
+	if f.event != "" {
+		return fmt.Sprintf("No audit row of event \"%s\"%s (docs/audit.md lists the events).", safetext.String(f.event), sinceNote(f.since))
+	}
+	return "No audit row" + sinceNote(f.since) + "."
+}
+
+func sinceNote(since string) string {
+	if since == "" {
+		return ""
+	}
+	return " since " + safetext.String(since)
 }
 
 func addAuditFilterFlags(c *cobra.Command, f *auditFlags) {

@@ -60,6 +60,10 @@ func TestTheAuditTrailIsReadExportedAndVerified(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "WHEN") || !strings.Contains(lineWith(out, "device.connected"), id) || !strings.Contains(out, "identity.created") {
 		t.Fatalf("audit: exit %d\n%s%s", code, out, errOut)
 	}
+	// A mistyped event matches no row: said on stderr, not an empty screen.
+	if out, errOut, code := s.sema(t, nil, "audit", "--event", "device.connect"); code != 0 || out != "" || !strings.Contains(errOut, `No audit row of event "device.connect"`) {
+		t.Fatalf("audit --event device.connect: exit %d %q %s", code, out, errOut)
+	}
 	if _, errOut, code := s.semaAs(t, strings.TrimSpace(bobKey), nil, "audit"); code != cli.ExitFailure || !strings.Contains(errOut, "auth.forbidden") {
 		t.Fatalf("bob reading the audit trail: exit %d %s", code, errOut)
 	}

@@ -9,10 +9,14 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"os"
+	"strings"
 
 	"github.com/spf13/cobra"
 
+	"github.com/sema-agent/sema/client"
+	"github.com/sema-agent/sema/device"
 	"github.com/sema-agent/sema/internal/safetext"
 	semaversion "github.com/sema-agent/sema/internal/version"
 )
@@ -69,15 +73,41 @@ func Run(ctx context.Context, args []string) int {
 	var ue usageError
 	if !errors.As(err, &ee) || !ee.Quiet {
 		// Error texts carry the lane's and the device's messages: escaped.
-		fmt.Fprintln(Stderr, "sema:", safetext.String(err.Error()))
+		fmt.Fprintln(Stderr, "sema:", safetext.String(err.Error()+defaultLaneNote(err)+notLaneNote(err)))
 	}
+	var text *client.NotUTF8Error
 	switch {
 	case ee != nil:
 		return ee.Code
-	case errors.As(err, &ue):
+	case errors.As(err, &ue), errors.As(err, &text): // text: a bad argument, nothing was sent
 		return ExitUsage
 	}
 	return ExitFailure
+}
+
+// defaultLaneNote says, when err is a lane that could not be reached at
+// DefaultServer (where a newcomer's first command goes when nothing named
+// the lane), how to name the lane; "" otherwise.
+func defaultLaneNote(err error) string {
+	var ue *client.UnreachableError
+	var de *device.UnreachableError
+	switch {
+	case errors.As(err, &ue) && !ue.Sent && sameServer(ue.URL, DefaultServer),
+		errors.As(err, &de) && sameServer(de.URL, DefaultServer):
+		return " (" + DefaultServer + " is the default lane: --server URL or $" + EnvServer + " names another, and sema login saves it)"
+	}
+	return ""
+}
+
+// notLaneNote says, for a 404 without the lane's error code (what answers
+// a --server with a path, or a URL where no lane is), that --server is the
+// lane's base URL; "" otherwise.
+func notLaneNote(err error) string {
+	var ce *client.Error
+	if errors.As(err, &ce) && ce.Status == http.StatusNotFound && ce.Code == "" {
+		return " (no lane API there: is --server the lane's base URL, such as http://host:8420?)"
+	}
+	return ""
 }
 
 func newRoot() *cobra.Command {
@@ -99,7 +129,11 @@ func newRoot() *cobra.Command {
 	// every argument check of the tree answers with a usage error.
 	root.Args = func(c *cobra.Command, args []string) error {
 		if len(args) > 0 {
-			return fmt.Errorf("unknown command %q for %q (see sema --help)", args[0], c.CommandPath())
+			hint := "see sema --help"
+			if names := c.SuggestionsFor(args[0]); len(names) > 0 {
+				hint = "did you mean " + strings.Join(names, " or ") + "? " + hint
+			}
+			return usageError{fmt.Errorf("unknown command %q for %q (%s)", args[0], c.CommandPath(), hint)}
 		}
 		return nil
 	}
@@ -111,12 +145,13 @@ func newRoot() *cobra.Command {
 // argsAreUsage makes every argument check below c (cobra.NoArgs,
 // ExactArgs …) fail with a usageError.
 func argsAreUsage(c *cobra.Command) {
+	c.SuggestionsMinimumDistance = 2 // cobra's own default, which SuggestionsFor alone does not apply
 	if check := c.Args; check != nil {
 		c.Args = func(c *cobra.Command, args []string) error {
 			err := check(c, args)
 			var ue usageError
 			if err != nil && !errors.As(err, &ue) {
-				return usageError{err}
+				return usageError{suggest(c, args, err)}
 			}
 			return err
 		}
@@ -124,6 +159,18 @@ func argsAreUsage(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		argsAreUsage(sub)
 	}
+}
+
+// suggest adds to err, an argument check's refusal of a command that has
+// subcommands, the subcommands args[0] may be a typo of ("sema fs lss").
+func suggest(c *cobra.Command, args []string, err error) error {
+	if len(args) == 0 || !c.HasAvailableSubCommands() {
+		return err
+	}
+	if names := c.SuggestionsFor(args[0]); len(names) > 0 {
+		return fmt.Errorf("%w (did you mean %s?)", err, strings.Join(names, " or "))
+	}
+	return err
 }
 
 func newDeviceCmd() *cobra.Command {

@@ -74,13 +74,24 @@ func (f clientFlags) client() (*client.Client, error) {
 		return nil, usageError{fmt.Errorf("--server %q: want an http:// or https:// URL", server)}
 	}
 	if key == "" {
-		return nil, usageError{fmt.Errorf("no API key: run sema login, set $%s, or pass --admin-key-file <data>/admin.key on the server's machine", EnvAPIKey)}
+		return nil, noKeyError(server)
 	}
 	lc, err := client.New(server, key)
 	if err != nil {
 		return nil, usageError{err}
 	}
 	return lc, nil
+}
+
+// noKeyError says that no key goes to server, and why: nobody logged in,
+// or the saved login is for another server (a mistyped --server or
+// $SEMA_SERVER), whose key is never sent elsewhere.
+func noKeyError(server string) error {
+	if login, saved, _ := readLogin(); saved && !sameServer(login.Server, server) {
+		return usageError{fmt.Errorf("no API key for %s: the saved login is for %s, and its key goes only there; "+
+			"to use this server, run sema login --server %s, or set $%s", server, login.Server, server, EnvAPIKey)}
+	}
+	return usageError{fmt.Errorf("no API key: run sema login, set $%s, or pass --admin-key-file <data>/admin.key on the server's machine", EnvAPIKey)}
 }
 
 // addDeviceFlag is --device, as run and fs take it (see pickDevice).

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -210,6 +211,9 @@ func newDeviceIDCmd(verb, done string, call func(*client.Client, context.Context
 			}
 			defer lc.Close()
 			d, err := call(lc, c.Context(), args[0])
+			if errors.Is(err, client.ErrDeviceNotFound) {
+				return nameNotID(c.Context(), lc, verb, args[0], err)
+			}
 			if err != nil {
 				return err
 			}
@@ -219,4 +223,28 @@ func newDeviceIDCmd(verb, done string, call func(*client.Client, context.Context
 	}
 	addClientFlags(c, &f)
 	return c
+}
+
+// nameNotID turns the lane's device.not_found for arg into a usage error
+// naming the ids when arg is the name of the caller's devices: the verb
+// takes an id, and "no device" would be untrue. Otherwise notFound stays.
+func nameNotID(ctx context.Context, lc *client.Client, verb, arg string, notFound error) error {
+	devs, err := lc.Devices(ctx)
+	if err != nil {
+		return notFound
+	}
+	var ids []string
+	for _, d := range devs {
+		if d.DisplayName == arg {
+			ids = append(ids, d.DeviceID)
+		}
+	}
+	if len(ids) == 0 {
+		return notFound
+	}
+	next := fmt.Sprintf("sema devices %s %s", verb, ids[0])
+	if len(ids) > 1 {
+		next = "sema devices --all tells them apart"
+	}
+	return usageError{fmt.Errorf("%s takes a device id: %q is the name of %s (%s)", verb, arg, strings.Join(ids, ", "), next)}
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/device"
 )
 
@@ -39,7 +40,7 @@ func newEnrollCmd() *cobra.Command {
 		RunE: func(c *cobra.Command, args []string) error { return runEnroll(c, f) },
 	}
 	addServerFlag(c, &f.server)
-	c.Flags().StringVar(&f.token, "token", "", "the one-shot enrollment token, or - to read it from standard input")
+	c.Flags().StringVar(&f.token, "token", "", "the one-shot enrollment token sema token printed (set_…), or - to read it from standard input")
 	c.Flags().StringVar(&f.workspace, "workspace", "", "the directory the lane resolves relative paths against")
 	c.Flags().StringVar(&f.name, "name", "", "the device's name, which --device takes as well as its id (default this machine's host name)")
 	c.Flags().StringVar(&f.stateDir, "state-dir", "", "where the key and the record live (default $"+device.EnvStateDir+", else the OS config dir + /sema/device)")
@@ -61,6 +62,11 @@ func runEnroll(c *cobra.Command, f enrollFlags) error {
 			return fmt.Errorf("reading the token from standard input: %w", err)
 		}
 		token = strings.TrimSpace(line)
+	}
+	if !strings.HasPrefix(token, api.EnrollTokenPrefix) {
+		// Sent as the bearer, it would be refused as an invalid API key.
+		// It is not repeated: it may be a key pasted by mistake.
+		return usageError{fmt.Errorf("--token: an enrollment token starts with %s, and this one does not: give the whole token `sema token` printed", api.EnrollTokenPrefix)}
 	}
 	name := f.name
 	if name == "" {
@@ -84,6 +90,11 @@ func runEnroll(c *cobra.Command, f enrollFlags) error {
 		return err
 	}
 	fmt.Fprintln(Stdout, rec.DeviceID)
-	fmt.Fprintf(Stderr, "Enrolled as %s (state dir %s). Start serving with: sema device serve --state-dir %s\n", rec.DeviceID, dir, dir)
+	serve := "sema device serve"
+	if f.stateDir != "" || os.Getenv(device.EnvStateDir) != "" {
+		// Said when it is not the default, which serve finds by itself.
+		serve += " --state-dir " + shellQuote(dir)
+	}
+	fmt.Fprintf(Stderr, "Enrolled as %s (state dir %s). Start serving with: %s\n", rec.DeviceID, dir, serve)
 	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"path"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -138,7 +139,7 @@ func fsVerb(use, short string, minArgs, maxArgs int, flags func(*cobra.Command),
 			if err != nil {
 				return err
 			}
-			return do(fsCall{c: c, lc: lc, dev: dev, f: &f}, args)
+			return tildeNote(do(fsCall{c: c, lc: lc, dev: dev, f: &f}, args), args...)
 		},
 	}
 	addClientFlags(c, &f.client)
@@ -148,6 +149,22 @@ func fsVerb(use, short string, minArgs, maxArgs int, flags func(*cobra.Command),
 		flags(c)
 	}
 	return c
+}
+
+// tildeNote adds to a not_found for a path that starts with ~ (quoted,
+// or no local shell would have left it) that the device does not expand
+// it: it named a directory "~" under the workspace root.
+func tildeNote(err error, paths ...string) error {
+	var ee *ExitError
+	if !errors.As(err, &ee) || !strings.HasPrefix(ee.Err.Error(), string(protocol.ErrNotFound)+":") {
+		return err
+	}
+	for _, p := range paths {
+		if p == "~" || strings.HasPrefix(p, "~/") {
+			return &ExitError{Code: ee.Code, Quiet: ee.Quiet, Err: fmt.Errorf("%w (~ is not expanded on the device: a relative path starts at its workspace root)", ee.Err)}
+		}
+	}
+	return err
 }
 
 func fsCat(fc fsCall, args []string) error {

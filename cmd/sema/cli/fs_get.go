@@ -63,6 +63,10 @@ func (fc fsCall) getFile(remote, local string) error {
 	}
 	tmp, err := os.CreateTemp(dir, "."+base+".sema-get-*")
 	if err != nil {
+		// The temp file's name is get's own business: say LOCAL's.
+		if pe := (*fs.PathError)(nil); errors.As(err, &pe) {
+			err = fmt.Errorf("cannot write %s: %s: %w", local, filepath.Clean(dir), pe.Err)
+		}
 		return nothingSent(err)
 	}
 	ok := false

@@ -1,12 +1,14 @@
 package cli
 
 import (
+	"context"
 	"crypto/sha256"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path"
+	"path/filepath"
 	"strings"
 
 	"github.com/sema-agent/sema/api"
@@ -37,14 +39,30 @@ func fsPut(fc fsCall, args []string) error {
 			return fc.putTree(args[0], remotePath(fc.dev, args[1]))
 		}
 	}
-	src, mode, err := openLocal(args[0])
+	src, mode, err := openLocal(fc.c.Context(), args[0])
 	if err != nil {
 		return nothingSent(err)
 	}
 	defer src.Close()
 	parents, _ := fc.c.Flags().GetBool("parents")
 	_, err = fc.putFile(src, mode, args[0], remotePath(fc.dev, args[1]), parents)
-	return err
+	return intoDirHint(err, args[0], args[1])
+}
+
+// intoDirHint adds to a put refused is_directory (PATH is a directory:
+// a write names the file itself, unlike cp) the line that puts the file
+// into that directory.
+func intoDirHint(err error, local, dst string) error {
+	var ee *ExitError
+	if !errors.As(err, &ee) || !strings.HasPrefix(ee.Err.Error(), string(protocol.ErrIsDirectory)+":") {
+		return err
+	}
+	name := "NAME"
+	if local != "-" {
+		name = filepath.Base(local)
+	}
+	line := "sema fs put " + local + " " + path.Join(dst, name)
+	return &ExitError{Code: ee.Code, Err: fmt.Errorf("%w (to put the file into it: %s)", ee.Err, safetext.String(line))}
 }
 
 // putFile sends src (named name here, with mode) to dst on the device,
@@ -102,9 +120,9 @@ func (fc fsCall) mkdirAll(dir string) error {
 
 // openLocal opens what put sends: a regular file, or standard input ("-")
 // spooled to a temp file. mode is the file's (0 for stdin).
-func openLocal(name string) (*os.File, os.FileMode, error) {
+func openLocal(ctx context.Context, name string) (*os.File, os.FileMode, error) {
 	if name == "-" {
-		f, _, _, err := spoolStdin()
+		f, _, _, err := spoolStdin(ctx)
 		if err != nil {
 			return nil, 0, fmt.Errorf("reading standard input: %w", err)
 		}
@@ -115,7 +133,10 @@ func openLocal(name string) (*os.File, os.FileMode, error) {
 		return nil, 0, err // the os error names the file
 	}
 	fi, err := f.Stat()
-	if err == nil && !fi.Mode().IsRegular() {
+	switch {
+	case err == nil && fi.IsDir():
+		err = fmt.Errorf("%s is a directory: -r copies it (sema fs put -r)", name)
+	case err == nil && !fi.Mode().IsRegular():
 		err = fmt.Errorf("%s is not a regular file", name)
 	}
 	if err != nil {

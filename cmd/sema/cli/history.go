@@ -58,7 +58,7 @@ func newHistoryShowCmd() *cobra.Command {
 	c := &cobra.Command{
 		Use:   "show ID [--json] [--server URL]",
 		Short: "Print one instruction's history row in full",
-		Args:  cobra.ExactArgs(1),
+		Args:  wantArgs(1, "history show takes one instruction id (ins_…)"),
 		RunE: func(c *cobra.Command, args []string) error {
 			lc, err := f.client.client()
 			if err != nil {

@@ -173,7 +173,7 @@ func newIdentityStateCmd(disable bool) *cobra.Command {
 		Use:   verb + " NAME|ID",
 		Short: short,
 		Long:  short + ". The admin's right; the admin itself cannot be disabled.",
-		Args:  cobra.ExactArgs(1),
+		Args:  wantArgs(1, "identity "+verb+" takes one identity's name or id"),
 		RunE: withKeyClient(&f, func(c *cobra.Command, lc *client.Client, args []string) error {
 			id, err := identityID(c.Context(), lc, args[0])
 			if err != nil {

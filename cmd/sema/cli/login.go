@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -115,7 +116,7 @@ func newLoginCmd() *cobra.Command {
 
 func runLogin(c *cobra.Command, f loginFlags) error {
 	server := serverURL(f.server)
-	key, err := readKey()
+	key, err := readKey(c.Context())
 	if err != nil {
 		return err
 	}
@@ -126,6 +127,9 @@ func runLogin(c *cobra.Command, f loginFlags) error {
 	defer lc.Close()
 	// An authenticated read any identity may make proves the key.
 	if _, err := lc.APIKeys(c.Context()); err != nil {
+		if ue := (*client.UnreachableError)(nil); errors.As(err, &ue) {
+			return err // the key never reached a lane; the error names it
+		}
 		return fmt.Errorf("the lane at %s did not take the key: %w", server, err)
 	}
 	dir, err := configDir()
@@ -148,14 +152,14 @@ func runLogin(c *cobra.Command, f loginFlags) error {
 
 // readKey reads the API key: the first line of standard input when it is
 // not a terminal, else typed at a prompt without echo.
-func readKey() (string, error) {
+func readKey(ctx context.Context) (string, error) {
 	var key string
 	if f, ok := Stdin.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
 		fmt.Fprint(Stderr, "API key: ")
-		b, err := term.ReadPassword(int(f.Fd()))
+		b, err := readPassword(ctx, int(f.Fd()))
 		fmt.Fprintln(Stderr)
 		if err != nil {
-			return "", fmt.Errorf("reading the API key: %w", err)
+			return "", err
 		}
 		key = string(b)
 	} else {
@@ -169,6 +173,36 @@ func readKey() (string, error) {
 		return "", usageError{errors.New("no API key given")}
 	}
 	return key, nil
+}
+
+// readPassword reads a line from the terminal fd without echo, until ctx
+// ends (Ctrl-C: the CLI's ctx catches SIGINT, so the read alone would
+// hold on). Then the terminal gets its echo back and the read is left to
+// the process's exit, which follows.
+func readPassword(ctx context.Context, fd int) ([]byte, error) {
+	state, err := term.GetState(fd)
+	if err != nil {
+		return nil, fmt.Errorf("reading the API key: %w", err)
+	}
+	type read struct {
+		b   []byte
+		err error
+	}
+	done := make(chan read, 1)
+	go func() {
+		b, err := term.ReadPassword(fd)
+		done <- read{b, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			return nil, fmt.Errorf("reading the API key: %w", r.err)
+		}
+		return r.b, nil
+	case <-ctx.Done():
+		term.Restore(fd, state)
+		return nil, &ExitError{Code: ExitCancelled, Err: errors.New("login cancelled: nothing was saved")}
+	}
 }
 
 func newLogoutCmd() *cobra.Command {

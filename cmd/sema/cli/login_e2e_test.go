@@ -37,6 +37,12 @@ func TestLoginWhoamiLogout(t *testing.T) {
 	if _, errOut, code := sema("sema_wrong\n", "login", "--server", s.url); code != cli.ExitFailure || !strings.Contains(errOut, "did not take the key") {
 		t.Fatalf("login with a wrong key: exit %d: %s", code, errOut)
 	}
+	// A lane that cannot be reached is said as such: the key was never
+	// put to it.
+	if _, errOut, code := sema(s.key+"\n", "login", "--server", "http://127.0.0.1:1"); code != cli.ExitFailure ||
+		!strings.Contains(errOut, "cannot reach the lane at http://127.0.0.1:1") || strings.Contains(errOut, "did not take the key") {
+		t.Fatalf("login to a closed port: exit %d: %s", code, errOut)
+	}
 	file := filepath.Join(config, "sema", cli.LoginFile)
 	if _, err := os.Stat(file); !os.IsNotExist(err) {
 		t.Fatalf("a refused key was saved: %v", err)
@@ -72,7 +78,10 @@ func TestLoginWhoamiLogout(t *testing.T) {
 	if code := p.wait(t); code != cli.ExitFailure || !strings.Contains(p.stderr.String(), "auth.forbidden") {
 		t.Fatalf("whoami with $%s: exit %d: %s", cli.EnvAPIKey, code, p.stderr)
 	}
-	if _, errOut, code := sema("", "devices", "--server", "http://127.0.0.1:1"); code != cli.ExitUsage || !strings.Contains(errOut, "no API key") {
+	// A --server that is not the saved login's (a typo, another port)
+	// says so, and how to log in there, rather than that nobody logged in.
+	if _, errOut, code := sema("", "devices", "--server", "http://127.0.0.1:1"); code != cli.ExitUsage || !strings.Contains(errOut, "no API key for http://127.0.0.1:1") ||
+		!strings.Contains(errOut, "the saved login is for "+s.url) || !strings.Contains(errOut, "sema login --server http://127.0.0.1:1") {
 		t.Fatalf("devices on another server: exit %d: %s", code, errOut)
 	}
 

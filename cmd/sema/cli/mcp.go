@@ -26,7 +26,8 @@ func newMCPCmd() *cobra.Command {
 		Short: "Serve the device's tools to an MCP client (Claude Code, Cursor, …) on stdio",
 		Long: "mcp serves the Model Context Protocol on stdin and stdout, for an agent's MCP client on\n" +
 			"this machine: the tools run_command, read_file, write_file, list_directory, file_info and\n" +
-			"list_devices act on a device through the lane at --server, with $" + EnvAPIKey + ".\n\n" +
+			"list_devices act on a device through the lane at --server, with $" + EnvAPIKey + " (or the key\n" +
+			"`sema login` saved for that lane).\n\n" +
 			"The device is --device, else $" + EnvDevice + ", else your only device. The process is one root\n" +
 			"session (--session, else a new ses_ id): the lane binds it to the first device it reaches\n" +
 			"and refuses another. Nothing but the protocol is written to stdout; see docs/mcp.md for the\n" +

@@ -31,7 +31,8 @@ func upload(ctx context.Context, lc *client.Client, deviceID string, in api.Uplo
 	return res, callError(err)
 }
 
-// callError maps the client's errors: a Ctrl-C before anything was sent
+// callError maps the client's errors: a path or command that is not
+// UTF-8 is usage (nothing was sent); a Ctrl-C before anything was sent
 // (or during an upload's body, which then writes nothing) is 130; the
 // lane's refusal, an unreachable lane or a local failure before the lane
 // took it is 125; a broken stream, a replica that failed after a forwarded
@@ -41,9 +42,12 @@ func callError(err error) error {
 	var se *client.StreamError
 	var ue *client.UnreachableError
 	var ce *client.Error
+	var text *client.NotUTF8Error
 	switch {
 	case err == nil:
 		return nil
+	case errors.As(err, &text):
+		return usageError{err} // a bad argument: nothing was sent
 	case errors.Is(err, client.ErrNotSent), errors.Is(err, client.ErrUploadStopped):
 		return &ExitError{Code: ExitCancelled, Err: err}
 	case errors.As(err, &se):
@@ -70,6 +74,15 @@ func neverStartedNote(msg string) string {
 	return " (it never started)"
 }
 
+// offlineNote says what brings a device online, when the lane refused an
+// instruction because no executor of it is connected.
+func offlineNote(o api.Outcome) string {
+	if o.ErrorCode == protocol.ErrTargetUnavailable && strings.HasSuffix(o.Message, "is not connected") {
+		return "; start `sema device serve` on it (sema devices shows which are online)"
+	}
+	return ""
+}
+
 // failure turns an outcome that is not the verb's success into an exit
 // (nil for a success arm of wantKind): 254 the lane cancelled it on its
 // own, 130 cancelled (the user's Ctrl-C alone), 125 never started,
@@ -93,7 +106,7 @@ func failure(r client.Result, wantKind protocol.OutcomeKind) error {
 	case o.OK:
 		return fail(ExitLaneFailure, "an unexpected %q outcome", o.Kind)
 	case r.NeverStarted():
-		return fail(ExitNeverStarted, "%s: %s%s", o.ErrorCode, o.Message, neverStartedNote(o.Message))
+		return fail(ExitNeverStarted, "%s: %s%s%s", o.ErrorCode, o.Message, neverStartedNote(o.Message), offlineNote(o))
 	}
 	switch o.ErrorCode {
 	case protocol.ErrTimeout:

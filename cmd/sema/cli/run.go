@@ -130,6 +130,7 @@ func runRun(c *cobra.Command, f runFlags, args []string) error {
 		events = Stdout
 	}
 	_, err = execStream(c.Context(), lc, dev.DeviceID, in, execOutput{stdout: Stdout, stderr: Stderr, events: events, notice: newWaitNotice()})
+	err = tildeNote(err, f.cwd)
 	var ee *ExitError
 	if f.verbose && errors.As(err, &ee) {
 		ee.Quiet = false

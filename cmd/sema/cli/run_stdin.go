@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/sha256"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -48,7 +49,7 @@ func (in *remoteStdin) wrap(command string) string {
 
 // uploadStdin spools Stdin and uploads it; nil when it was empty.
 func uploadStdin(c *cobra.Command, lc *client.Client, dev api.Device, timeout time.Duration) (*remoteStdin, error) {
-	spool, size, sum, err := spoolStdin()
+	spool, size, sum, err := spoolStdin(c.Context())
 	if err != nil {
 		return nil, nothingSent(fmt.Errorf("reading stdin: %w", err))
 	}
@@ -112,20 +113,40 @@ func (in *remoteStdin) remove() {
 
 // spoolStdin copies Stdin into an unlinked temp file (0600) and hashes it
 // on the way: the upload needs the digest first. The file is at offset 0.
-func spoolStdin() (*os.File, int64, protocol.Digest, error) {
+// ctx ending (Ctrl-C) ends it with ErrStdinCancelled, also while a read of
+// a stdin that has not ended blocks: the copy is then left to the
+// process's exit, which follows.
+func spoolStdin(ctx context.Context) (*os.File, int64, protocol.Digest, error) {
 	f, err := os.CreateTemp("", "sema-stdin-*")
 	if err != nil {
 		return nil, 0, protocol.Digest{}, err
 	}
 	os.Remove(f.Name()) // gone with the last close, whatever happens
 	h := sha256.New()
-	n, err := io.Copy(io.MultiWriter(f, h), Stdin)
-	if err == nil {
-		_, err = f.Seek(0, io.SeekStart)
+	type copied struct {
+		n   int64
+		err error
 	}
-	if err != nil {
+	done := make(chan copied, 1)
+	go func() {
+		n, err := io.Copy(io.MultiWriter(f, h), Stdin)
+		done <- copied{n, err}
+	}()
+	var c copied
+	select {
+	case c = <-done:
+	case <-ctx.Done():
+		return nil, 0, protocol.Digest{}, &ExitError{Code: ExitCancelled, Err: errStdinCancelled}
+	}
+	if c.err == nil {
+		_, c.err = f.Seek(0, io.SeekStart)
+	}
+	if c.err != nil {
 		f.Close()
-		return nil, 0, protocol.Digest{}, err
+		return nil, 0, protocol.Digest{}, c.err
 	}
-	return f, n, protocol.Digest(h.Sum(nil)), nil
+	return f, c.n, protocol.Digest(h.Sum(nil)), nil
 }
+
+// errStdinCancelled: Ctrl-C came while stdin was being read.
+var errStdinCancelled = errors.New("cancelled: nothing was sent")

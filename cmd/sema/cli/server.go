@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -135,13 +136,24 @@ func advertiseURL(f *serverFlags, scheme string, addr net.Addr) (string, error) 
 		}
 		return f.advertiseURL, nil
 	}
+	u, err := namedURL(scheme, addr)
+	if err != nil {
+		return "", fmt.Errorf("--listen %s: %w: give --advertise-url", f.listen, err)
+	}
+	return u, nil
+}
+
+// namedURL is the URL of the listen address addr, with the host's name in
+// place of an address that means every interface, which no other machine
+// can dial.
+func namedURL(scheme string, addr net.Addr) (string, error) {
 	host, port, err := net.SplitHostPort(addr.String())
 	if err != nil {
-		return "", fmt.Errorf("advertise URL from the listen address %s: %w", addr, err)
+		return "", fmt.Errorf("the listen address %s: %w", addr, err)
 	}
 	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
 		if host, err = os.Hostname(); err != nil {
-			return "", fmt.Errorf("--listen %s is every address and the host's name is unknown (%v): give --advertise-url", f.listen, err)
+			return "", fmt.Errorf("it is every address and the host's name is unknown (%v)", err)
 		}
 	}
 	return scheme + "://" + net.JoinHostPort(host, port), nil
@@ -210,6 +222,9 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 	}
 	defer lock.Release()
 	ln, err := net.Listen("tcp", f.listen)
+	if errors.Is(err, syscall.EADDRINUSE) {
+		return fmt.Errorf("listen: another process listens on %s: --listen picks another address (%w)", f.listen, err)
+	}
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
 	}
@@ -221,7 +236,9 @@ func runServer(c *cobra.Command, f *serverFlags) error {
 	localURL := scheme + "://" + ln.Addr().String()
 	public := f.publicURL
 	if public == "" {
-		public = localURL
+		if public, err = namedURL(scheme, ln.Addr()); err != nil {
+			public = localURL // only the lines the server prints use it
+		}
 	}
 	if u, err := url.Parse(public); err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return usageError{fmt.Errorf("--public-url %q: want http(s)://host[:port]", f.publicURL)}

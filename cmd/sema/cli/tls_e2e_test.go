@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -32,6 +33,17 @@ func TestCommandsOverTLS(t *testing.T) {
 		t.Fatalf("enroll: exit %d: %s", code, errOut)
 	}
 	id = strings.TrimSpace(id)
+	// Without the trust, the CLI and the executor say how to give it.
+	untrusted := startProc(t, append(s.env(t), "SSL_CERT_FILE="), nil, "devices")
+	if code := untrusted.wait(t); code != 1 || !strings.Contains(untrusted.stderr.String(), "point SSL_CERT_FILE at it") {
+		t.Errorf("devices without the trust: exit %d: %s", code, untrusted.stderr)
+	}
+	serve := startProc(t, []string{"TMPDIR=" + t.TempDir(), "SSL_CERT_FILE="}, nil, "device", "serve", "--state-dir", stateDir)
+	waitFor(t, "serve to say how to trust the certificate", func() bool {
+		return strings.Contains(serve.stderr.String(), "point SSL_CERT_FILE at it")
+	})
+	serve.cmd.Process.Signal(syscall.SIGTERM)
+	serve.wait(t)
 	startProc(t, []string{"TMPDIR=" + t.TempDir(), trust}, nil, "device", "serve", "--state-dir", stateDir)
 	waitFor(t, "the device to come online over wss://", func() bool {
 		out, _, code := sema("devices")
