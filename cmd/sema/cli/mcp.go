@@ -2,11 +2,9 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"log/slog"
 	"os"
 
-	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 	"github.com/spf13/cobra"
 
 	"github.com/sema-agent/sema/internal/ids"
@@ -59,15 +57,8 @@ func runMCP(c *cobra.Command, f mcpFlags) error {
 	// command, a path or content.
 	log := slog.New(slog.NewTextHandler(Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	srv := mcp.NewServer(mcp.Options{Lane: lc, Device: device, Session: session, Version: version(), Logger: log})
-	t := &sdk.IOTransport{Reader: io.NopCloser(Stdin), Writer: nopCloser{Stdout}}
-	if err := srv.Run(c.Context(), t); err != nil && c.Context().Err() == nil {
+	if err := srv.Run(c.Context(), mcp.Stdio(Stdin, Stdout)); err != nil && c.Context().Err() == nil {
 		return fmt.Errorf("mcp: %w", err)
 	}
 	return nil
 }
-
-// nopCloser lets the transport close stdout's writer without closing the
-// process's stdout under other writers.
-type nopCloser struct{ io.Writer }
-
-func (nopCloser) Close() error { return nil }

@@ -265,3 +265,46 @@ func mcpStdioOnly(t *testing.T, s *laneServer, device string) *sdk.ClientSession
 	cs, _ := mcpStdio(t, s, "--device", device)
 	return cs
 }
+
+// A client that writes its calls and closes its end, as `printf … | sema
+// mcp` does, gets every answer before sema mcp exits: the end of the
+// input does not cancel the calls still running.
+func TestMCPStdioAnswersEveryCallReadBeforeItsInputEnded(t *testing.T) {
+	s := startServer(t, t.TempDir())
+	enrollAndServe(t, s, t.TempDir())
+	script := strings.Join([]string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"printf","version":"1"}}}`,
+		`{"jsonrpc":"2.0","method":"notifications/initialized"}`,
+		`{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"echo one"}}}`,
+		`{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"run_command","arguments":{"command":"sleep 0.3; echo two"}}}`,
+	}, "\n") + "\n"
+	cmd := exec.Command(semaBin, "mcp")
+	cmd.Env = append(os.Environ(), s.env(t)...)
+	cmd.Stdin = strings.NewReader(script)
+	stderr := &syncBuffer{}
+	cmd.Stderr = stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("sema mcp: %v\n%s", err, stderr)
+	}
+	answers := map[int]string{}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var m struct {
+			ID     int             `json:"id"`
+			Result json.RawMessage `json:"result"`
+			Error  json.RawMessage `json:"error"`
+		}
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("%q: %v", line, err)
+		}
+		if m.Error != nil {
+			t.Fatalf("call %d failed: %s", m.ID, m.Error)
+		}
+		answers[m.ID] = string(m.Result)
+	}
+	for id, want := range map[int]string{2: `one\n`, 3: `two\n`} {
+		if !strings.Contains(answers[id], want) || strings.Contains(answers[id], `"isError":true`) {
+			t.Errorf("call %d: %q, want its output %q\nstdout: %s\nstderr: %s", id, answers[id], want, out, stderr)
+		}
+	}
+}
