@@ -394,6 +394,7 @@ func TestUserCommandErrors(t *testing.T) {
 		{[]string{"run", "--server", dead, "--device", "dev_x", "--", "true"}, env, cli.ExitNeverStarted, "cannot reach the lane"},
 		{[]string{"run", "--server", dead, "--", "true"}, []string{cli.EnvAPIKey + "="}, cli.ExitUsage, "no API key"},
 		{[]string{"token", "--server", "ftp://x"}, env, cli.ExitUsage, "http:// or https://"},
+		{[]string{"token", "--server", dead, "--workspace", ""}, env, cli.ExitUsage, "--workspace is empty"},
 		{[]string{"fs"}, env, cli.ExitUsage, "subcommand"},
 		{[]string{"fs", "cat"}, env, cli.ExitUsage, "usage: sema fs cat PATH"},
 		{[]string{"server", "--tls-cert", "x"}, env, cli.ExitUsage, "go together"},

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -36,6 +37,10 @@ func newTokenCmd() *cobra.Command {
 }
 
 func runToken(c *cobra.Command, f tokenFlags) error {
+	if f.workspace == "" {
+		// enroll refuses an empty --workspace: a token for that line is wasted.
+		return usageError{errors.New("--workspace is empty: name the device-side directory the lane resolves relative paths against (default ~)")}
+	}
 	lc, err := f.client.client()
 	if err != nil {
 		return err
