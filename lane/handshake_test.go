@@ -392,6 +392,30 @@ func TestStage1BeforeHandshakeClosesTheSocket(t *testing.T) {
 	fd.expectHelloAck()
 }
 
+// §2.1: the pre-auth cap bounds what an unauthenticated socket makes the
+// lane hold, not only what it accepts. A message that goes on past 4096
+// bytes is refused (audited frame_too_large, closed 1009) as soon as its
+// 4097th byte arrives, without waiting for the rest of it: a socket that
+// declares a message of 1 MiB and stalls holds no more than the cap.
+func TestPreAuthFrameIsRefusedAtItsCapNotAtItsEnd(t *testing.T) {
+	l := newWSLane(t)
+	fd := l.enroll()
+	fd.dial()
+	w, err := fd.ws.Writer(t.Context(), websocket.MessageText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fragment well past the cap (the client buffers a fragment's tail
+	// until its next write); the message's final fragment never comes.
+	if _, err := w.Write(bytes.Repeat([]byte("x"), 4*protocol.MaxPreAuthFrameBytes)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fd.expectClosed(); websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
+		t.Fatalf("closed with %v, want 1009", err)
+	}
+	l.wantRejected("", string(protocol.ReasonFrameTooLarge))
+}
+
 // §2.4 stage 0: a message over 1 MiB is the transport's: close 1009, before
 // and after the handshake; the in-flight work takes the disconnect path.
 func TestStage0OverOneMiBCloses1009(t *testing.T) {

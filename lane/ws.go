@@ -36,9 +36,13 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		s.handlers.Done()
 		return // Accept has answered the request
 	}
-	// Stage 0: the transport cap. A message over it is a protocol error that
-	// closes the socket with 1009 (§2.4).
-	ws.SetReadLimit(protocol.MaxFrameBytes)
+	// Until the handshake completes the read limit is the pre-auth cap
+	// (§2.1), so an unauthenticated socket makes the lane hold at most 4 KiB
+	// of a message, not the 1 MiB of the transport cap: a longer message is
+	// refused at its 4097th byte (close 1009, audited frame_too_large, as
+	// stage 1 would once it was whole). attach raises it to the transport
+	// cap, stage 0 (§2.4), before helloAck is queued.
+	ws.SetReadLimit(protocol.MaxPreAuthFrameBytes)
 	c := newConn(s, ws, remote)
 	c.inPreAuth = true
 	// The socket runs in a goroutine of its own, so that this handler
