@@ -30,6 +30,8 @@ type API struct {
 	budget  *contentBudget
 	reclaim reclaimMemory
 	metrics httpMetrics
+	// requests bounds each identity's requests at once (LimitHTTP).
+	requests identityRequests
 	// The cluster (forward.go), nil unless the core has an AdvertiseURL.
 	replica   string
 	hop       *cluster.Hop
@@ -189,6 +191,12 @@ func (s *API) authenticatedOr(refuse func(message string) *apiError, h http.Hand
 			s.unavailable(w, r, "authenticate", err)
 			return
 		}
+		bound, ok := s.requests.enter(idn.ID)
+		if !ok {
+			s.tooManyRequests(w, r, bound)
+			return
+		}
+		defer s.requests.leave(idn.ID)
 		h(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, idn)))
 	}
 }

@@ -30,6 +30,10 @@ type HTTPLimits struct {
 	// new one is closed at once and counted in
 	// sema_lane_http_connections_refused_total. Default 4096.
 	MaxConns int
+	// MaxRequestsPerIdentity caps the requests one identity has in their
+	// handlers at once; one more is 503 service.busy. Default a quarter of
+	// MaxConns (at least 1), so that no caller can take every connection.
+	MaxRequestsPerIdentity int
 }
 
 // Defaults of HTTPLimits.
@@ -49,11 +53,16 @@ func (l HTTPLimits) withDefaults() (HTTPLimits, error) {
 	if l.MaxConns == 0 {
 		l.MaxConns = DefaultMaxHTTPConns
 	}
+	if l.MaxRequestsPerIdentity == 0 {
+		l.MaxRequestsPerIdentity = max(1, l.MaxConns/4)
+	}
 	switch {
 	case l.ReadHeaderTimeout < 0, l.IdleTimeout < 0:
 		return l, fmt.Errorf("lane: HTTPLimits timeouts must be positive (%v, %v)", l.ReadHeaderTimeout, l.IdleTimeout)
 	case l.MaxConns < 1:
 		return l, fmt.Errorf("lane: HTTPLimits.MaxConns %d must be at least 1", l.MaxConns)
+	case l.MaxRequestsPerIdentity < 1:
+		return l, fmt.Errorf("lane: HTTPLimits.MaxRequestsPerIdentity %d must be at least 1", l.MaxRequestsPerIdentity)
 	}
 	return l, nil
 }
@@ -71,6 +80,7 @@ func (s *API) LimitHTTP(hs *http.Server, ln net.Listener, limits HTTPLimits) (ne
 	}
 	hs.ReadHeaderTimeout = limits.ReadHeaderTimeout
 	hs.IdleTimeout = limits.IdleTimeout
+	s.requests.setMax(limits.MaxRequestsPerIdentity)
 	cl := &connLimiter{Listener: ln, max: limits.MaxConns, metrics: &s.metrics, waitingBy: map[string]*list.List{}}
 	next := hs.ConnState
 	hs.ConnState = func(c net.Conn, st http.ConnState) {

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -401,7 +402,7 @@ func TestIdleTimeoutClosesAKeepAliveConnection(t *testing.T) {
 
 func TestHTTPLimitsRefuseNonsense(t *testing.T) {
 	l, _, _ := limitedLane(t, HTTPLimits{}, false)
-	for _, bad := range []HTTPLimits{{MaxConns: -1}, {IdleTimeout: -time.Second}, {ReadHeaderTimeout: -1}} {
+	for _, bad := range []HTTPLimits{{MaxConns: -1}, {MaxRequestsPerIdentity: -1}, {IdleTimeout: -time.Second}, {ReadHeaderTimeout: -1}} {
 		ln, _ := net.Listen("tcp", "127.0.0.1:0")
 		defer ln.Close()
 		if _, err := l.LimitHTTP(&http.Server{}, ln, bad); err == nil {
@@ -413,5 +414,70 @@ func TestHTTPLimitsRefuseNonsense(t *testing.T) {
 	defer ln.Close()
 	if _, err := l.LimitHTTP(hs, ln, HTTPLimits{}); err != nil || hs.IdleTimeout != DefaultIdleTimeout || hs.ReadHeaderTimeout != DefaultReadHeaderTimeout {
 		t.Fatalf("defaults: %v, idle %v, header %v", err, hs.IdleTimeout, hs.ReadHeaderTimeout)
+	}
+}
+
+// stalledBody sends an authenticated request whose body never finishes: a
+// request that stays in its handler (reading the body) until the client
+// goes or the body timeout.
+func (r *rawConn) stalledBody(apiKey string) {
+	r.t.Helper()
+	req := "POST /v1/sessions/s/rebind HTTP/1.1\r\nHost: lane\r\nAuthorization: Bearer " + apiKey + "\r\nContent-Length: 100\r\n\r\n{"
+	if _, err := io.WriteString(r.c, req); err != nil {
+		r.t.Fatalf("writing a request: %v", err)
+	}
+}
+
+// do sends a GET with apiKey and returns the answer's status and error code.
+func (r *rawConn) do(path, apiKey string) (int, string) {
+	r.t.Helper()
+	r.c.SetDeadline(time.Now().Add(waitBound))
+	defer r.c.SetDeadline(time.Time{})
+	if _, err := io.WriteString(r.c, "GET "+path+" HTTP/1.1\r\nHost: lane\r\nAuthorization: Bearer "+apiKey+"\r\n\r\n"); err != nil {
+		r.t.Fatalf("writing a request: %v", err)
+	}
+	resp, err := http.ReadResponse(r.br, nil)
+	if err != nil {
+		r.t.Fatalf("reading the answer: %v", err)
+	}
+	defer resp.Body.Close()
+	var e struct{ ErrorCode string }
+	json.NewDecoder(resp.Body).Decode(&e)
+	return resp.StatusCode, e.ErrorCode
+}
+
+// One identity may have at most a quarter of the connection cap in
+// requests at once (HTTPLimits.MaxRequestsPerIdentity's default): one more
+// is 503 service.busy, so that a caller holding long requests (streams of
+// instructions queued on its own device) cannot take every connection and
+// keep the others, and the devices dialling in, out of the lane.
+func TestOneIdentityCannotHoldMoreThanItsShareOfTheConnections(t *testing.T) {
+	l, cl, _ := limitedLane(t, HTTPLimits{MaxConns: 8}, false)
+	_, hog, err := lane.CreateIdentity(t.Context(), l.store, "hog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, other, err := lane.CreateIdentity(t.Context(), l.store, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []*rawConn
+	for range 2 {
+		c := dialRaw(t, l.url)
+		c.stalledBody(hog)
+		held = append(held, c)
+	}
+	eventually(t, "two requests in their handlers", func() bool { return cl.busyConns() == 2 })
+	third := dialRaw(t, l.url)
+	if st, code := third.do("/v1/whoami", hog); st != http.StatusServiceUnavailable || code != "service.busy" {
+		t.Fatalf("the hog's third request: %d %s, want 503 service.busy", st, code)
+	}
+	if st, _ := dialRaw(t, l.url).do("/v1/whoami", other); st != http.StatusOK {
+		t.Fatalf("another identity's request: %d", st)
+	}
+	held[0].c.Close()
+	eventually(t, "the closed request to leave its handler", func() bool { return cl.busyConns() == 1 })
+	if st, _ := dialRaw(t, l.url).do("/v1/whoami", hog); st != http.StatusOK {
+		t.Fatalf("the hog's request once one ended: %d", st)
 	}
 }
