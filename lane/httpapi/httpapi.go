@@ -97,7 +97,49 @@ func New(core *lane.Server) *API {
 }
 
 // ServeHTTP serves the lane's HTTP API.
-func (s *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.noRoute(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// noRoute answers a request no route takes in the error shape of every
+// other error: 404 request.not_found, or 405 request.method_not_allowed
+// with the mux's Allow when the path is served for other methods (the
+// mux, asked on a probe, tells the two apart).
+func (s *API) noRoute(w http.ResponseWriter, r *http.Request) {
+	probe := &statusProbe{header: http.Header{}}
+	s.mux.ServeHTTP(probe, r)
+	if probe.status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", probe.header.Get("Allow"))
+		writeError(w, errorf(http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "%s is not served for %s", r.URL.Path, r.Method))
+		return
+	}
+	writeError(w, errorf(http.StatusNotFound, api.CodeNotFound, "the lane serves no %s", r.URL.Path))
+}
+
+// statusProbe keeps the status and headers of an answer and drops its body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header { return p.header }
+
+func (p *statusProbe) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return len(b), nil
+}
+
+func (p *statusProbe) WriteHeader(status int) {
+	if p.status == 0 {
+		p.status = status
+	}
+}
 
 // audit queues an audit row with the core's auditor.
 func (s *API) audit(ctx context.Context, e store.AuditEvent) { s.core.Audit(ctx, e) }
