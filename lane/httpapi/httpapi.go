@@ -233,12 +233,14 @@ func (s *API) authenticatedOr(refuse func(message string) *apiError, h http.Hand
 			s.unavailable(w, r, "authenticate", err)
 			return
 		}
-		bound, ok := s.requests.enter(idn.ID)
-		if !ok {
-			s.tooManyRequests(w, r, bound)
-			return
+		if !isNested(r) { // an MCP tool's request is within a counted one
+			bound, ok := s.requests.enter(idn.ID)
+			if !ok {
+				s.tooManyRequests(w, r, bound)
+				return
+			}
+			defer s.requests.leave(idn.ID)
 		}
-		defer s.requests.leave(idn.ID)
 		h(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, idn)))
 	}
 }

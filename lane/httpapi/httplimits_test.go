@@ -481,3 +481,28 @@ func TestOneIdentityCannotHoldMoreThanItsShareOfTheConnections(t *testing.T) {
 		t.Fatalf("the hog's request once one ended: %d", st)
 	}
 }
+
+// An MCP tool's calls run inside the /v1/mcp request that asked for them,
+// which is already counted: they are not counted again, so an MCP call
+// works at any MaxRequestsPerIdentity, 1 included.
+func TestMCPToolCallsAreNotCountedTwice(t *testing.T) {
+	l, _, _ := limitedLane(t, HTTPLimits{MaxConns: 8, MaxRequestsPerIdentity: 1}, false)
+	_, key, err := lane.CreateIdentity(t.Context(), l.store, "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_devices","arguments":{}}}`
+	req, _ := http.NewRequest("POST", l.url+"/v1/mcp", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"result"`) || strings.Contains(string(got), `"isError":true`) {
+		t.Fatalf("list_devices over MCP: %d %s", resp.StatusCode, got)
+	}
+}

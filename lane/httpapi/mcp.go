@@ -39,7 +39,7 @@ func (s *API) mcpHandler(self http.Handler) http.HandlerFunc {
 	conn := func(_ context.Context, key string, r *http.Request) (*auth.TokenInfo, error) {
 		// The tools' calls carry the caller's own address, so that what the
 		// lane records of them (audit rows) names the caller, not itself.
-		hc := &http.Client{Transport: inproc.Transport{Handler: self, RemoteAddr: lane.RemoteAddr(r)}}
+		hc := &http.Client{Transport: nested{inproc.Transport{Handler: self, RemoteAddr: lane.RemoteAddr(r)}}}
 		lc, err := client.New(inProcessBase, key, client.WithHTTPClient(hc))
 		if err != nil {
 			return nil, auth.ErrInvalidToken
@@ -107,3 +107,19 @@ type readCloser struct {
 	io.Reader
 	io.Closer
 }
+
+// nestedKey marks the context of a request an MCP tool makes inside the
+// /v1/mcp request that asked for it.
+type nestedKey struct{}
+
+// nested is the transport of an MCP tool's requests: it marks them, so
+// that they are not counted again in the identity's requests at once
+// (identityRequests), the /v1/mcp request around them being counted.
+type nested struct{ http.RoundTripper }
+
+func (n nested) RoundTrip(r *http.Request) (*http.Response, error) {
+	return n.RoundTripper.RoundTrip(r.WithContext(context.WithValue(r.Context(), nestedKey{}, true)))
+}
+
+// isNested reports whether r is an MCP tool's request (nested).
+func isNested(r *http.Request) bool { return r.Context().Value(nestedKey{}) != nil }
