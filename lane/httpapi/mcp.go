@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
 	"io"
 	"net/http"
@@ -97,8 +98,33 @@ func (s *API) mcpBodies(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		defer hold.release()
-		r.Body = readCloser{io.LimitReader(s.pacedBody(w, r, n), maxMCPBody), r.Body}
+		body := bufio.NewReader(io.LimitReader(s.pacedBody(w, r, n), maxMCPBody))
+		if isBatch(body) {
+			writeError(w, errorf(http.StatusBadRequest, api.CodeBodyShape,
+				"the body is a JSON-RPC batch; /v1/mcp takes one MCP message per request (MCP has no batches since its 2025-06-18 revision)"))
+			return
+		}
+		r.Body = readCloser{body, r.Body}
 		next(w, r)
+	}
+}
+
+// isBatch reports whether a body's JSON begins with an array: a JSON-RPC
+// batch, whose calls the SDK would run all at once, each a request of the
+// lane, inside this one request and its bounds. It reads only the leading
+// whitespace and peeks at the byte after it.
+func isBatch(body *bufio.Reader) bool {
+	for {
+		b, err := body.Peek(1)
+		if err != nil {
+			return false // the SDK answers an empty or broken body
+		}
+		switch b[0] {
+		case ' ', '\t', '\r', '\n':
+			body.ReadByte()
+		default:
+			return b[0] == '['
+		}
 	}
 }
 
