@@ -68,8 +68,10 @@ func (l HTTPLimits) withDefaults() (HTTPLimits, error) {
 }
 
 // LimitHTTP applies limits to hs, which is to serve ln: it sets the
-// timeouts, chains hs.ConnState, and returns ln wrapped so that it holds
-// the connection cap. Serve hs on the returned listener (Serve or
+// timeouts, chains hs.ConnState and hs.ConnContext, wraps hs.Handler (set
+// it first: a connection whose request is in a handler LimitHTTP did not
+// wrap counts as waiting for one, which a newcomer at the cap may close),
+// and returns ln wrapped so that it holds the connection cap. Serve hs on the returned listener (Serve or
 // ServeTLS). The cap counts connections from Accept to Close, less the
 // hijacked ones (hs.ConnState sees them hijacked); a listener is tied to
 // the http.Server given here.
