@@ -214,6 +214,13 @@ func (l *connLimiter) idleConns() int {
 	return l.idle.Len()
 }
 
+// count is how many requests of identity are counted in.
+func (q *identityRequests) count(identity string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.open[identity]
+}
+
 // busyConns counts the connections with a request in a handler.
 func (l *connLimiter) busyConns() int {
 	l.mu.Lock()
@@ -453,7 +460,7 @@ func (r *rawConn) do(path, apiKey string) (int, string) {
 // keep the others, and the devices dialling in, out of the lane.
 func TestOneIdentityCannotHoldMoreThanItsShareOfTheConnections(t *testing.T) {
 	l, cl, _ := limitedLane(t, HTTPLimits{MaxConns: 8}, false)
-	_, hog, err := lane.CreateIdentity(t.Context(), l.store, "hog")
+	hogID, hog, err := lane.CreateIdentity(t.Context(), l.store, "hog")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -468,6 +475,7 @@ func TestOneIdentityCannotHoldMoreThanItsShareOfTheConnections(t *testing.T) {
 		held = append(held, c)
 	}
 	eventually(t, "two requests in their handlers", func() bool { return cl.busyConns() == 2 })
+	eventually(t, "the hog's two requests counted", func() bool { return l.requests.count(hogID.ID) == 2 })
 	third := dialRaw(t, l.url)
 	if st, code := third.do("/v1/whoami", hog); st != http.StatusServiceUnavailable || code != "service.busy" {
 		t.Fatalf("the hog's third request: %d %s, want 503 service.busy", st, code)
@@ -476,7 +484,7 @@ func TestOneIdentityCannotHoldMoreThanItsShareOfTheConnections(t *testing.T) {
 		t.Fatalf("another identity's request: %d", st)
 	}
 	held[0].c.Close()
-	eventually(t, "the closed request to leave its handler", func() bool { return cl.busyConns() == 1 })
+	eventually(t, "the closed request to leave its handler", func() bool { return l.requests.count(hogID.ID) == 1 })
 	if st, _ := dialRaw(t, l.url).do("/v1/whoami", hog); st != http.StatusOK {
 		t.Fatalf("the hog's request once one ended: %d", st)
 	}
