@@ -3,10 +3,12 @@ package httpapi
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -50,7 +52,7 @@ func (s *API) mcpHandler(self http.Handler) http.HandlerFunc {
 		if session == "" {
 			session = r.Header.Get("Mcp-Session-Id")
 		}
-		return mcp.TokenInfo(callerOf(r.Context()).ID, &mcp.Conn{Lane: lc, Device: q.Get("device"), Session: session, Request: r.Context()}), nil
+		return mcp.TokenInfo(callerOf(r.Context()).ID, &mcp.Conn{Lane: lc, Device: q.Get("device"), Session: session, Request: r.Context(), Hold: s.outputHold(r)}), nil
 	}
 	return s.allowedOrigin(s.bearerChallenged(s.mcpBodies(auth.RequireBearerToken(conn, nil)(h).ServeHTTP)))
 }
@@ -98,6 +100,9 @@ func (s *API) mcpBodies(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		defer hold.release()
+		held := &outputHolds{}
+		defer held.release()
+		r = r.WithContext(context.WithValue(r.Context(), outputHoldsKey{}, held))
 		body := bufio.NewReader(io.LimitReader(s.pacedBody(w, r, n), maxMCPBody))
 		if isBatch(body) {
 			writeError(w, errorf(http.StatusBadRequest, api.CodeBodyShape,
@@ -149,3 +154,53 @@ func (n nested) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // isNested reports whether r is an MCP tool's request (nested).
 func isNested(r *http.Request) bool { return r.Context().Value(nestedKey{}) != nil }
+
+// outputHolds are the budget reservations the tool calls of one /v1/mcp
+// request hold for what they keep of their output (mcp.Conn.Hold): their
+// results are built and written out after the calls return, so they are
+// released when the request ends (mcpBodies).
+type outputHolds struct {
+	mu   sync.Mutex
+	held []*reservation
+}
+
+type outputHoldsKey struct{}
+
+func (h *outputHolds) add(r *reservation) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held = append(h.held, r)
+}
+
+func (h *outputHolds) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.held {
+		r.release()
+	}
+	h.held = nil
+}
+
+// outputHold is mcp.Conn.Hold for the tool calls of r: what they keep of
+// their output is the caller's in the buffered-content budget, as request
+// content is, so that one key's calls cannot take the lane's memory.
+func (s *API) outputHold(r *http.Request) func(n int64) (int64, error) {
+	held, _ := r.Context().Value(outputHoldsKey{}).(*outputHolds)
+	owner := callerOf(r.Context()).ID
+	return func(n int64) (int64, error) {
+		if held == nil {
+			return 0, nil
+		}
+		if n > s.budget.perOwner {
+			return s.budget.perOwner, nil
+		}
+		hold, ok := s.budget.reserve(owner, n)
+		if !ok {
+			s.metrics.contentBusy.Add(1)
+			return 0, &client.Error{Status: http.StatusServiceUnavailable, Code: api.CodeBusy,
+				Message: fmt.Sprintf("the lane holds as much request content and tool output as it may at once, for all callers or for you; retry after %d s", int(busyRetryAfter.Seconds()))}
+		}
+		held.add(hold)
+		return 0, nil
+	}
+}
