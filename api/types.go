@@ -38,6 +38,8 @@ const (
 	CodeBodyTooLarge        = "request.body_too_large"
 	CodeLengthRequired      = "request.length_required"
 	CodeBodyTimeout         = "request.body_timeout"
+	CodeNotFound            = "request.not_found"
+	CodeMethodNotAllowed    = "request.method_not_allowed"
 	CodeForbidden           = "auth.forbidden"
 	CodeUnauthorized        = "auth.unauthorized"
 	CodeOriginForbidden     = "auth.origin_forbidden"

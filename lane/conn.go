@@ -127,7 +127,12 @@ func (c *conn) serve() {
 	for {
 		typ, buf, err := messageBuffers.Read(c.ctx, c.ws)
 		if err != nil {
-			return // includes the transport cap: a message over 1 MiB closes with 1009
+			// The read limit closes the socket with 1009: the transport cap
+			// once established, the pre-auth cap before (ws.go).
+			if st := c.state(); errors.Is(err, websocket.ErrMessageTooBig) && (st == connHandshaking || st == connVerifying) {
+				c.auditPreAuthFrame(string(protocol.ReasonFrameTooLarge))
+			}
+			return
 		}
 		data := *buf
 		kind := protocol.TextMessage
@@ -453,6 +458,10 @@ func (s *Server) attach(c *conn, d *deviceState, epoch, remote string) (attached
 	d.conn, c.attached = c, true
 	c.connectedAt = s.cfg.Clock.Now()
 	s.leavePreAuth(c)
+	// Stage 0 from here on (§2.4): the transport cap, in place before the
+	// device can send a frame of the established connection, which needs
+	// the helloAck below.
+	c.ws.SetReadLimit(protocol.MaxFrameBytes)
 	c.scheduleLiveness()
 	// Queued here, under d.mu, in the step that attached c: no ack and no
 	// dispatch can be queued before it (dispatch and cancels also wait for

@@ -8,6 +8,7 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"slices"
 	"strings"
@@ -17,6 +18,7 @@ import (
 	"github.com/coder/websocket"
 
 	"github.com/sema-agent/sema/internal/ids"
+	"github.com/sema-agent/sema/internal/lanetest"
 	"github.com/sema-agent/sema/lane/store"
 	"github.com/sema-agent/sema/protocol"
 )
@@ -392,19 +394,39 @@ func TestStage1BeforeHandshakeClosesTheSocket(t *testing.T) {
 	fd.expectHelloAck()
 }
 
-// §2.4 stage 0: a message over 1 MiB is the transport's: close 1009, before
-// and after the handshake; the in-flight work takes the disconnect path.
+// §2.1: the pre-auth cap bounds what an unauthenticated socket makes the
+// lane hold, not only what it accepts. A message that goes on past 4096
+// bytes is refused (audited frame_too_large, closed 1009) as soon as its
+// 4097th byte arrives, without waiting for the rest of it: a socket that
+// declares a message of 1 MiB and stalls holds no more than the cap.
+func TestPreAuthFrameIsRefusedAtItsCapNotAtItsEnd(t *testing.T) {
+	l := newWSLane(t)
+	fd := l.enroll()
+	fd.dial()
+	w, err := fd.ws.Writer(t.Context(), websocket.MessageText)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A fragment well past the cap (the client buffers a fragment's tail
+	// until its next write); the message's final fragment never comes.
+	if _, err := w.Write(bytes.Repeat([]byte("x"), 4*protocol.MaxPreAuthFrameBytes)); err != nil {
+		t.Fatal(err)
+	}
+	if err := fd.expectClosed(); websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
+		t.Fatalf("closed with %v, want 1009", err)
+	}
+	l.wantRejected("", string(protocol.ReasonFrameTooLarge))
+}
+
+// §2.4 stage 0: a message over 1 MiB is the transport's: close 1009; the
+// in-flight work takes the disconnect path.
 func TestStage0OverOneMiBCloses1009(t *testing.T) {
 	l := newWSLane(t)
 	fd := l.enroll()
 	over := bytes.Repeat([]byte("x"), protocol.MaxFrameBytes+1)
 
-	fd.dial()
-	fd.sendRaw(websocket.MessageText, over)
-	if err := fd.expectClosed(); websocket.CloseStatus(err) != websocket.StatusMessageTooBig {
-		t.Fatalf("pre-auth: closed with %v, want 1009", err)
-	}
-
+	// Before the handshake such a message is refused at the pre-auth cap,
+	// with 1009 too (TestPreAuthFrameIsRefusedAtItsCapNotAtItsEnd).
 	fd.establish()
 	call := l.dispatch(fd, execInstr("sleep 1"))
 	fd.instructionFor(call.ID)
@@ -544,4 +566,58 @@ func TestSocketClosedMidHandshakeLeavesNoConnection(t *testing.T) {
 		t.Fatal("a closed socket is still the device's connection")
 	}
 	fd.establish()
+}
+
+// §1.2's pre-auth caps without a lockout: when sockets that have sent no
+// hello fill the global cap, a socket from an address holding fewer of them
+// than the address holding the most (by two or more) closes that address's
+// oldest, audited device.upgrade_refused preauth_evicted, and is let in. So
+// addresses flooding the cap (each within the per-address cap) cannot keep
+// a device out; a flooding address cannot push out its peers.
+func TestPreAuthCapFullOfSilentSocketsLetsAnotherAddressIn(t *testing.T) {
+	l := newWSLane(t, func(c *Config) { c.MaxPreAuth, c.MaxPreAuthPerAddr = 3, 3 })
+	flood := net.IPv4(127, 0, 0, 2)
+	dialFrom := func(ip net.IP) (*websocket.Conn, int) {
+		t.Helper()
+		hc := &http.Client{Transport: &http.Transport{DialContext: (&net.Dialer{LocalAddr: &net.TCPAddr{IP: ip}}).DialContext}}
+		ctx, cancel := context.WithTimeout(context.Background(), waitBound)
+		defer cancel()
+		ws, resp, err := websocket.Dial(ctx, l.wsURL(), &websocket.DialOptions{HTTPClient: hc})
+		if err != nil {
+			if resp == nil {
+				t.Skipf("no second loopback address here: %v", err)
+			}
+			return nil, resp.StatusCode
+		}
+		t.Cleanup(func() { ws.CloseNow() })
+		return ws, 101
+	}
+	var silent []*lanetest.Inbox
+	for range 3 {
+		ws, st := dialFrom(flood)
+		if st != 101 {
+			t.Fatalf("flood socket: %d", st)
+		}
+		in := &lanetest.Inbox{WS: ws}
+		in.Next(t) // its challenge: the lane has listed it (the order of age)
+		silent = append(silent, in)
+	}
+	fd := l.enroll()
+	fd.dial() // from 127.0.0.1: the flood's oldest makes room
+	silent[0].ExpectClosed(t)
+	var rows []store.AuditEvent
+	eventually(t, "the eviction's audit row", func() bool {
+		rows = l.auditRows(store.AuditFilter{Event: string(EventUpgradeRefused)})
+		return len(rows) > 0
+	})
+	if len(rows) != 1 || rows[0].Reason != "preauth_evicted" || rows[0].RemoteAddr != "127.0.0.2" {
+		t.Fatalf("audited %+v", rows)
+	}
+	// The flood holds 2 sockets, not two more than the device's address: at
+	// the cap its next one is refused, and the device's handshake goes on.
+	if _, st := dialFrom(flood); st != http.StatusServiceUnavailable {
+		t.Fatalf("another flood socket at the cap: %d, want 503", st)
+	}
+	fd.send(fd.helloFrame())
+	fd.expectHelloAck()
 }

@@ -120,6 +120,10 @@ func TestHTTPInstructionsRefusals(t *testing.T) {
 	cases := []struct{ body, code, mentions string }{
 		{`{"kind":"exec"`, "request.invalid_json", "JSON"},
 		{`[]`, "request.body_shape", "object"},
+		// A repeated key is the body's shape, as docs/api.md says, at any
+		// depth: the lane and the device must never read two commands.
+		{`{"kind":"exec","kind":"exec","args":{"command":"x"},"timeoutMs":1}`, "request.body_shape", "repeats a key"},
+		{`{"kind":"exec","args":{"command":"echo A","command":"echo B"},"timeoutMs":1}`, "request.body_shape", "repeats a key"},
 		{`{"args":{"command":"x"},"timeoutMs":1}`, "request.body_shape", `"kind"`},
 		{`{"kind":"exec","timeoutMs":1}`, "request.body_shape", `"args"`},
 		{`{"kind":"exec","args":{"command":"x"}}`, "request.body_shape", `"timeoutMs"`},

@@ -38,7 +38,10 @@ type Server struct {
 	devices   map[string]*deviceState
 	preAuth   int
 	preAuthBy map[string]int
-	draining  bool
+	// preAuthConns are the sockets counted in preAuthBy, by address, oldest
+	// first (ws.go: the ones a newcomer at the cap may close).
+	preAuthConns map[string][]*conn
+	draining     bool
 	// drainWatch is set when Shutdown begins; drained is closed once no
 	// call is left after that (settle), so that Shutdown can let work in
 	// flight finish within Config.DrainGrace.
@@ -76,6 +79,7 @@ func New(cfg Config) (*Server, error) {
 		replica:      ids.New(ids.Replica),
 		devices:      map[string]*deviceState{},
 		preAuthBy:    map[string]int{},
+		preAuthConns: map[string][]*conn{},
 		calls:        map[string]*Call{},
 		drained:      make(chan struct{}),
 		memo:         newSettledMemo(cfg.SettledMemo),

@@ -3,6 +3,7 @@ package lane
 import (
 	"context"
 	"net/http"
+	"slices"
 
 	"github.com/coder/websocket"
 
@@ -15,7 +16,11 @@ import (
 // own (upgrade.go).
 func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 	remote := remoteAddr(r)
-	if reason := s.enterPreAuth(remote); reason != "" {
+	reason, evicted := s.enterPreAuth(remote)
+	if evicted != nil {
+		evicted.evict()
+	}
+	if reason != "" {
 		s.audit(r.Context(), store.AuditEvent{Event: string(EventUpgradeRefused), Reason: reason, RemoteAddr: remote})
 		w.Header().Set("Retry-After", "1")
 		http.Error(w, "the lane is draining or at its pre-auth connection cap", http.StatusServiceUnavailable)
@@ -36,11 +41,16 @@ func (s *Server) serveWebSocket(w http.ResponseWriter, r *http.Request) {
 		s.handlers.Done()
 		return // Accept has answered the request
 	}
-	// Stage 0: the transport cap. A message over it is a protocol error that
-	// closes the socket with 1009 (§2.4).
-	ws.SetReadLimit(protocol.MaxFrameBytes)
+	// Until the handshake completes the read limit is the pre-auth cap
+	// (§2.1), so an unauthenticated socket makes the lane hold at most 4 KiB
+	// of a message, not the 1 MiB of the transport cap: a longer message is
+	// refused at its 4097th byte (close 1009, audited frame_too_large, as
+	// stage 1 would once it was whole). attach raises it to the transport
+	// cap, stage 0 (§2.4), before helloAck is queued.
+	ws.SetReadLimit(protocol.MaxPreAuthFrameBytes)
 	c := newConn(s, ws, remote)
 	c.inPreAuth = true
+	s.listPreAuth(c)
 	// The socket runs in a goroutine of its own, so that this handler
 	// returns and net/http lets go of the request, its buffers and its
 	// stack: an idle device holds only what its connection needs.
@@ -57,26 +67,93 @@ func remoteAddr(r *http.Request) string { return RemoteAddr(r) }
 // caller in s.handlers (it calls Done): the Add happens under s.mu with the
 // draining check, so it is never concurrent with Shutdown's Wait on a zero
 // count, and Shutdown never returns while an upgrade it let in still runs.
-func (s *Server) enterPreAuth(remote string) string {
+// At the global cap the slot may be one taken from a silent socket of
+// another address (preAuthVictimLocked), returned for the caller to close.
+func (s *Server) enterPreAuth(remote string) (refused string, evicted *conn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	switch {
 	case s.draining:
-		return "draining"
-	case s.preAuth >= s.cfg.MaxPreAuth:
-		return "preauth_cap"
+		return "draining", nil
 	case s.preAuthBy[remote] >= s.cfg.MaxPreAuthPerAddr:
-		return "preauth_cap_per_addr"
+		return "preauth_cap_per_addr", nil
+	case s.preAuth >= s.cfg.MaxPreAuth:
+		if evicted = s.preAuthVictimLocked(remote); evicted == nil {
+			return "preauth_cap", nil
+		}
 	}
 	s.preAuth++
 	s.preAuthBy[remote]++
 	s.handlers.Add(1)
-	return ""
+	return "", evicted
+}
+
+// preAuthVictimLocked makes room at the global pre-auth cap for a socket
+// from remote, so that sockets that never say hello cannot keep devices
+// out (§1.2's caps bound the lane, they must not lock it): it takes the
+// slot of the oldest socket still waiting for its hello of the address
+// holding the most pre-auth sockets, when that address holds at least two
+// more than remote would (so addresses flooding the cap evenly cannot push
+// each other out), and returns it to be closed. Nil when there is none
+// (s.mu held).
+func (s *Server) preAuthVictimLocked(remote string) *conn {
+	most, mostAddr := 0, ""
+	for addr, n := range s.preAuthBy {
+		if n > most && addr != remote {
+			most, mostAddr = n, addr
+		}
+	}
+	if most < s.preAuthBy[remote]+2 {
+		return nil
+	}
+	for _, c := range s.preAuthConns[mostAddr] {
+		if c.state() == connHandshaking && c.preAuthLeft.CompareAndSwap(false, true) {
+			s.exitPreAuthLocked(c)
+			return c
+		}
+	}
+	return nil
+}
+
+// evict closes a socket whose pre-auth slot went to a newcomer, as its
+// handshake deadline would (unless that or its hello came first).
+func (c *conn) evict() {
+	if from, next, _ := c.to(evDeadline); next != from {
+		c.srv.audit(c.ctx, store.AuditEvent{Event: string(EventUpgradeRefused), Reason: "preauth_evicted", RemoteAddr: c.remote})
+		c.close()
+	}
+}
+
+// listPreAuth lists a socket that holds a pre-auth slot by its address.
+func (s *Server) listPreAuth(c *conn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !c.preAuthLeft.Load() {
+		s.preAuthConns[c.remote] = append(s.preAuthConns[c.remote], c)
+	}
 }
 
 func (s *Server) exitPreAuth(remote string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.exitPreAuthCountLocked(remote)
+}
+
+// exitPreAuthLocked releases c's slot and unlists it (s.mu held).
+func (s *Server) exitPreAuthLocked(c *conn) {
+	s.exitPreAuthCountLocked(c.remote)
+	list := s.preAuthConns[c.remote]
+	if i := slices.Index(list, c); i >= 0 {
+		list = slices.Delete(list, i, i+1)
+	}
+	if len(list) == 0 {
+		delete(s.preAuthConns, c.remote)
+	} else {
+		s.preAuthConns[c.remote] = list
+	}
+}
+
+func (s *Server) exitPreAuthCountLocked(remote string) {
 	s.preAuth--
 	if s.preAuthBy[remote]--; s.preAuthBy[remote] <= 0 {
 		delete(s.preAuthBy, remote)
@@ -86,7 +163,9 @@ func (s *Server) exitPreAuth(remote string) {
 // leavePreAuth releases a connection's pre-auth slot, once.
 func (s *Server) leavePreAuth(c *conn) {
 	if c.preAuthLeft.CompareAndSwap(false, true) && c.inPreAuth {
-		s.exitPreAuth(c.remote)
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		s.exitPreAuthLocked(c)
 	}
 }
 

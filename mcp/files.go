@@ -61,6 +61,9 @@ func (c *callConn) readFile(ctx context.Context, _ *sdk.CallToolRequest, a ReadA
 	case a.Limit != nil && *a.Limit < 0:
 		return invalid("limit %d is negative", *a.Limit)
 	}
+	if bad := c.holdOutput(ctx, limit, int64(limit)); bad != nil {
+		return bad
+	}
 	dev, p, bad := c.resolve(ctx, a.Path)
 	if bad != nil {
 		return bad

@@ -60,6 +60,10 @@ func (c *callConn) runCommand(ctx context.Context, req *sdk.CallToolRequest, a R
 	case a.TimeoutMs < 0:
 		return invalid("timeout_ms %d is negative", a.TimeoutMs)
 	}
+	// The head and the tail of stdout and of stderr (runOutput).
+	if bad := c.holdOutput(ctx, limit, 2*int64(limit)); bad != nil {
+		return bad
+	}
 	timeout := a.TimeoutMs
 	if timeout == 0 {
 		timeout = defaultTimeout.Milliseconds()

@@ -45,6 +45,13 @@ type Conn struct {
 	// of. (The SDK ties a call to its request only for protocol versions
 	// from 2026-07-28 on; clients of earlier versions cancel by hanging up.)
 	Request context.Context
+	// Hold, when set, holds n bytes of the lane's buffered-content budget
+	// for what a call keeps of its output, until the request that carries
+	// the call ends, so that concurrent calls cannot take the lane's
+	// memory. It returns the most the caller may hold when n is over it
+	// (the call can never fit), or an error (a *client.Error, e.g.
+	// service.busy) when the budget has no room now.
+	Hold func(n int64) (share int64, err error)
 }
 
 // connKey is Conn's key in a call's token info.
@@ -117,7 +124,8 @@ type tools struct {
 type callConn struct {
 	lane    Lane
 	session string
-	request context.Context // nil: none
+	request context.Context              // nil: none
+	hold    func(n int64) (int64, error) // Conn.Hold; nil: none
 	target  *target
 }
 
@@ -134,7 +142,24 @@ func (t *tools) conn(req *sdk.CallToolRequest) (*callConn, *sdk.CallToolResult) 
 	if c == nil || c.Lane == nil {
 		return nil, failed(Failure{ErrorCode: CodeUnreachable, Message: "this MCP server has no lane for the call (its HTTP handler must authenticate with mcp.TokenInfo)"}, "")
 	}
-	return &callConn{lane: c.Lane, session: c.Session, request: c.Request, target: &target{lane: c.Lane, want: c.Device}}, nil
+	return &callConn{lane: c.Lane, session: c.Session, request: c.Request, hold: c.Hold, target: &target{lane: c.Lane, want: c.Device}}, nil
+}
+
+// holdOutput holds n bytes for what a call with max_output_bytes limit
+// keeps of its output (Conn.Hold); a result when it cannot, before
+// anything is sent.
+func (c *callConn) holdOutput(ctx context.Context, limit int, n int64) *sdk.CallToolResult {
+	if c.hold == nil {
+		return nil
+	}
+	share, err := c.hold(n)
+	switch {
+	case share > 0:
+		return invalid("max_output_bytes %d keeps up to %d bytes of output, over the %d bytes of this lane's buffered-content budget one caller may hold (sema server --max-buffered-content-per-identity); ask for less", limit, n, share)
+	case err != nil:
+		return callFailed(ctx, "", err)
+	}
+	return nil
 }
 
 // handle adapts a tool of callConn to the SDK's typed handler.

@@ -31,6 +31,8 @@ type API struct {
 	budget  *contentBudget
 	reclaim reclaimMemory
 	metrics httpMetrics
+	// requests bounds each identity's requests at once (LimitHTTP).
+	requests identityRequests
 	// The cluster (forward.go), nil unless the core has an AdvertiseURL.
 	replica   string
 	hop       *cluster.Hop
@@ -96,7 +98,49 @@ func New(core *lane.Server) *API {
 }
 
 // ServeHTTP serves the lane's HTTP API.
-func (s *API) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *API) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if _, pattern := s.mux.Handler(r); pattern == "" {
+		s.noRoute(w, r)
+		return
+	}
+	s.mux.ServeHTTP(w, r)
+}
+
+// noRoute answers a request no route takes in the error shape of every
+// other error: 404 request.not_found, or 405 request.method_not_allowed
+// with the mux's Allow when the path is served for other methods (the
+// mux, asked on a probe, tells the two apart).
+func (s *API) noRoute(w http.ResponseWriter, r *http.Request) {
+	probe := &statusProbe{header: http.Header{}}
+	s.mux.ServeHTTP(probe, r)
+	if probe.status == http.StatusMethodNotAllowed {
+		w.Header().Set("Allow", probe.header.Get("Allow"))
+		writeError(w, errorf(http.StatusMethodNotAllowed, api.CodeMethodNotAllowed, "%s is not served for %s", r.URL.Path, r.Method))
+		return
+	}
+	writeError(w, errorf(http.StatusNotFound, api.CodeNotFound, "the lane serves no %s", r.URL.Path))
+}
+
+// statusProbe keeps the status and headers of an answer and drops its body.
+type statusProbe struct {
+	header http.Header
+	status int
+}
+
+func (p *statusProbe) Header() http.Header { return p.header }
+
+func (p *statusProbe) Write(b []byte) (int, error) {
+	if p.status == 0 {
+		p.status = http.StatusOK
+	}
+	return len(b), nil
+}
+
+func (p *statusProbe) WriteHeader(status int) {
+	if p.status == 0 {
+		p.status = status
+	}
+}
 
 // audit queues an audit row with the core's auditor.
 func (s *API) audit(ctx context.Context, e store.AuditEvent) { s.core.Audit(ctx, e) }
@@ -198,6 +242,14 @@ func (s *API) authenticatedOr(refuse func(message string) *apiError, h http.Hand
 		case err != nil:
 			s.unavailable(w, r, "authenticate", err)
 			return
+		}
+		if !isNested(r) { // an MCP tool's request is within a counted one
+			bound, ok := s.requests.enter(idn.ID)
+			if !ok {
+				s.tooManyRequests(w, r, bound)
+				return
+			}
+			defer s.requests.leave(idn.ID)
 		}
 		h(w, r.WithContext(context.WithValue(r.Context(), identityKey{}, idn)))
 	}

@@ -2,6 +2,7 @@ package httpapi
 
 import (
 	"container/list"
+	"context"
 	"fmt"
 	"net"
 	"net/http"
@@ -22,9 +23,17 @@ type HTTPLimits struct {
 	// MaxConns caps the open HTTP connections that are not WebSockets: an
 	// upgraded connection stops counting once it is hijacked. At the cap a
 	// new connection first closes the longest-idle keep-alive connection,
-	// if there is one; if none is idle it is closed at once and counted in
+	// if there is one; else the oldest connection still waiting for its
+	// request (its header not yet read: a slow client, or a slowloris) of
+	// the newcomer's own address, or of any address when it holds none;
+	// with neither, every connection has a request in a handler and the
+	// new one is closed at once and counted in
 	// sema_lane_http_connections_refused_total. Default 4096.
 	MaxConns int
+	// MaxRequestsPerIdentity caps the requests one identity has in their
+	// handlers at once; one more is 503 service.busy. Default a quarter of
+	// MaxConns (at least 1), so that no caller can take every connection.
+	MaxRequestsPerIdentity int
 }
 
 // Defaults of HTTPLimits.
@@ -44,18 +53,25 @@ func (l HTTPLimits) withDefaults() (HTTPLimits, error) {
 	if l.MaxConns == 0 {
 		l.MaxConns = DefaultMaxHTTPConns
 	}
+	if l.MaxRequestsPerIdentity == 0 {
+		l.MaxRequestsPerIdentity = max(1, l.MaxConns/4)
+	}
 	switch {
 	case l.ReadHeaderTimeout < 0, l.IdleTimeout < 0:
 		return l, fmt.Errorf("lane: HTTPLimits timeouts must be positive (%v, %v)", l.ReadHeaderTimeout, l.IdleTimeout)
 	case l.MaxConns < 1:
 		return l, fmt.Errorf("lane: HTTPLimits.MaxConns %d must be at least 1", l.MaxConns)
+	case l.MaxRequestsPerIdentity < 1:
+		return l, fmt.Errorf("lane: HTTPLimits.MaxRequestsPerIdentity %d must be at least 1", l.MaxRequestsPerIdentity)
 	}
 	return l, nil
 }
 
 // LimitHTTP applies limits to hs, which is to serve ln: it sets the
-// timeouts, chains hs.ConnState, and returns ln wrapped so that it holds
-// the connection cap. Serve hs on the returned listener (Serve or
+// timeouts, chains hs.ConnState and hs.ConnContext, wraps hs.Handler (set
+// it first: a connection whose request is in a handler LimitHTTP did not
+// wrap counts as waiting for one, which a newcomer at the cap may close),
+// and returns ln wrapped so that it holds the connection cap. Serve hs on the returned listener (Serve or
 // ServeTLS). The cap counts connections from Accept to Close, less the
 // hijacked ones (hs.ConnState sees them hijacked); a listener is tied to
 // the http.Server given here.
@@ -66,7 +82,8 @@ func (s *API) LimitHTTP(hs *http.Server, ln net.Listener, limits HTTPLimits) (ne
 	}
 	hs.ReadHeaderTimeout = limits.ReadHeaderTimeout
 	hs.IdleTimeout = limits.IdleTimeout
-	cl := &connLimiter{Listener: ln, max: limits.MaxConns, metrics: &s.metrics}
+	s.requests.setMax(limits.MaxRequestsPerIdentity)
+	cl := &connLimiter{Listener: ln, max: limits.MaxConns, metrics: &s.metrics, waitingBy: map[string]*list.List{}}
 	next := hs.ConnState
 	hs.ConnState = func(c net.Conn, st http.ConnState) {
 		cl.connState(c, st)
@@ -74,7 +91,55 @@ func (s *API) LimitHTTP(hs *http.Server, ln net.Listener, limits HTTPLimits) (ne
 			next(c, st)
 		}
 	}
+	nextCtx := hs.ConnContext
+	hs.ConnContext = func(ctx context.Context, c net.Conn) context.Context {
+		if nextCtx != nil {
+			ctx = nextCtx(ctx, c)
+		}
+		if lc := unwrapLimited(c); lc != nil && lc.limiter == cl {
+			ctx = context.WithValue(ctx, limitedConnKey{}, lc)
+		}
+		return ctx
+	}
+	hs.Handler = cl.busy(hs.Handler)
 	return cl, nil
+}
+
+// limitedConnKey is the request context's key of its limitedConn.
+type limitedConnKey struct{}
+
+// busy marks a connection busy while h serves a request on it: it waits
+// for no request then, and is not closed for a newcomer.
+func (l *connLimiter) busy(h http.Handler) http.Handler {
+	if h == nil {
+		h = http.DefaultServeMux // what the http.Server serves for a nil Handler
+	}
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		lc, _ := r.Context().Value(limitedConnKey{}).(*limitedConn)
+		if lc == nil {
+			h.ServeHTTP(w, r)
+			return
+		}
+		l.serving(lc, 1)
+		defer l.serving(lc, -1)
+		h.ServeHTTP(w, r)
+	})
+}
+
+// serving counts a handler in (1) or out (-1) of lc: a connection with
+// none, neither idle nor closed, waits for a request (or reads the rest of
+// the last one's body before its next).
+func (l *connLimiter) serving(lc *limitedConn, d int) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lc.handlers += d
+	switch {
+	case !lc.counted:
+	case lc.handlers > 0:
+		l.unwaitLocked(lc)
+	case lc.idleAt == nil:
+		l.waitLocked(lc)
+	}
 }
 
 // connLimiter is a listener that holds the HTTP connection cap. Every
@@ -88,6 +153,10 @@ type connLimiter struct {
 	mu   sync.Mutex
 	open int
 	idle list.List // *limitedConn in StateIdle, longest idle first
+	// The connections waiting for a request (accepted, or active with no
+	// handler running), oldest first: all of them, and by address.
+	waiting   list.List
+	waitingBy map[string]*list.List
 }
 
 // Accept returns the next connection within the cap; connections over it
@@ -106,14 +175,14 @@ func (l *connLimiter) Accept() (net.Conn, error) {
 	}
 }
 
-// admit takes a slot for c, evicting the longest-idle keep-alive
-// connection if the cap is reached; nil if there is no slot.
+// admit takes a slot for c, evicting a connection if the cap is reached
+// (HTTPLimits.MaxConns says which); nil if there is no slot.
 func (l *connLimiter) admit(c net.Conn) *limitedConn {
+	addr := hostOf(c.RemoteAddr())
 	var evict *limitedConn
 	l.mu.Lock()
 	if l.open >= l.max {
-		if front := l.idle.Front(); front != nil {
-			evict = front.Value.(*limitedConn)
+		if evict = l.evictableLocked(addr); evict != nil {
 			l.releaseLocked(evict)
 		}
 	}
@@ -121,7 +190,8 @@ func (l *connLimiter) admit(c net.Conn) *limitedConn {
 	if l.open < l.max {
 		l.open++
 		l.metrics.httpConnsOpen(1)
-		lc = &limitedConn{Conn: c, limiter: l, counted: true}
+		lc = &limitedConn{Conn: c, limiter: l, counted: true, addr: addr}
+		l.waitLocked(lc)
 	}
 	l.mu.Unlock()
 	if evict != nil {
@@ -131,9 +201,37 @@ func (l *connLimiter) admit(c net.Conn) *limitedConn {
 	return lc
 }
 
+// evictableLocked is the connection a newcomer from addr closes at the
+// cap: the longest-idle keep-alive, else the oldest waiting for a request
+// of addr, else of any address; nil if none (l.mu held).
+func (l *connLimiter) evictableLocked(addr string) *limitedConn {
+	if front := l.idle.Front(); front != nil {
+		return front.Value.(*limitedConn)
+	}
+	if own := l.waitingBy[addr]; own != nil {
+		return own.Front().Value.(*limitedConn)
+	}
+	if front := l.waiting.Front(); front != nil {
+		return front.Value.(*limitedConn)
+	}
+	return nil
+}
+
+// hostOf is the address a connection came from, without its port.
+func hostOf(a net.Addr) string {
+	if ta, ok := a.(*net.TCPAddr); ok {
+		return ta.IP.String()
+	}
+	s := a.String()
+	if host, _, err := net.SplitHostPort(s); err == nil {
+		return host
+	}
+	return s
+}
+
 // connState follows the http.Server's view of a connection: idle ones are
-// candidates for eviction, hijacked (WebSocket) and closed ones free their
-// slot.
+// candidates for eviction, and so are active ones waiting for their
+// request; hijacked (WebSocket) and closed ones free their slot.
 func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 	lc := unwrapLimited(c)
 	if lc == nil || lc.limiter != l {
@@ -144,18 +242,50 @@ func (l *connLimiter) connState(c net.Conn, st http.ConnState) {
 	switch st {
 	case http.StateIdle:
 		if lc.counted && lc.idleAt == nil {
+			l.unwaitLocked(lc)
 			lc.idleAt = l.idle.PushBack(lc)
 		}
 	case http.StateActive:
 		l.unidleLocked(lc)
+		if lc.counted && lc.handlers == 0 {
+			l.waitLocked(lc)
+		}
 	case http.StateHijacked, http.StateClosed:
 		l.releaseLocked(lc)
 	}
 }
 
+// waitLocked lists lc as waiting for a request, unless it is (l.mu held).
+func (l *connLimiter) waitLocked(lc *limitedConn) {
+	if lc.waitingAt != nil {
+		return
+	}
+	lc.waitingAt = l.waiting.PushBack(lc)
+	own := l.waitingBy[lc.addr]
+	if own == nil {
+		own = list.New()
+		l.waitingBy[lc.addr] = own
+	}
+	lc.waitingByAt = own.PushBack(lc)
+}
+
+func (l *connLimiter) unwaitLocked(lc *limitedConn) {
+	if lc.waitingAt == nil {
+		return
+	}
+	l.waiting.Remove(lc.waitingAt)
+	own := l.waitingBy[lc.addr]
+	own.Remove(lc.waitingByAt)
+	if own.Len() == 0 {
+		delete(l.waitingBy, lc.addr)
+	}
+	lc.waitingAt, lc.waitingByAt = nil, nil
+}
+
 // releaseLocked frees lc's slot, once (l.mu held).
 func (l *connLimiter) releaseLocked(lc *limitedConn) {
 	l.unidleLocked(lc)
+	l.unwaitLocked(lc)
 	if lc.counted {
 		lc.counted = false
 		l.open--
@@ -190,9 +320,13 @@ func unwrapLimited(c net.Conn) *limitedConn {
 // is closed or hijacked. Its fields are under limiter.mu.
 type limitedConn struct {
 	net.Conn
-	limiter *connLimiter
-	counted bool          // holds a slot
-	idleAt  *list.Element // in limiter.idle
+	limiter     *connLimiter
+	addr        string        // the remote host, for limiter.waitingBy
+	counted     bool          // holds a slot
+	idleAt      *list.Element // in limiter.idle
+	handlers    int           // requests in a handler on it
+	waitingAt   *list.Element // in limiter.waiting
+	waitingByAt *list.Element // in limiter.waitingBy[addr]
 }
 
 func (c *limitedConn) Close() error {

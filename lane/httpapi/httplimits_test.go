@@ -3,6 +3,7 @@ package httpapi
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -11,6 +12,7 @@ import (
 	"net/http/httptest"
 	"os"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,7 +39,7 @@ func limitedLane(t *testing.T, limits HTTPLimits, tls bool) (*limited, *connLimi
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { srv.Shutdown(context.Background()) })
-	l := &limited{API: New(srv)}
+	l := &limited{API: New(srv), release: make(chan struct{})}
 	hs := httptest.NewUnstartedServer(l)
 	ln, err := l.LimitHTTP(hs.Config, hs.Listener, limits)
 	if err != nil {
@@ -50,14 +52,34 @@ func limitedLane(t *testing.T, limits HTTPLimits, tls bool) (*limited, *connLimi
 		hs.Start()
 	}
 	t.Cleanup(hs.Close)
+	t.Cleanup(l.releaseHeld) // before hs.Close, which waits for the handlers
 	l.url = hs.URL
 	return l, ln.(*connLimiter), hs
 }
 
 type limited struct {
 	*API
-	url string
+	url      string
+	release  chan struct{}
+	released sync.Once
 }
+
+// heldPath is a request the test's handler holds, in the handler, until
+// releaseHeld or its client goes: a connection busy with a request, not waiting for one.
+const heldPath = "/test/held"
+
+func (l *limited) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.URL.Path == heldPath {
+		select {
+		case <-l.release:
+		case <-r.Context().Done(): // the client went
+		}
+		return
+	}
+	l.API.ServeHTTP(w, r)
+}
+
+func (l *limited) releaseHeld() { l.released.Do(func() { close(l.release) }) }
 
 // dialWS opens a WebSocket to the lane through the limited server; the
 // handshake is never begun, so the socket stays as it was upgraded.
@@ -98,7 +120,17 @@ type rawConn struct {
 
 func dialRaw(t *testing.T, url string) *rawConn {
 	t.Helper()
-	c, err := net.Dial("tcp", strings.TrimPrefix(url, "http://"))
+	return dialRawFrom(t, url, nil)
+}
+
+// dialRawFrom dials from the local address from (nil: any).
+func dialRawFrom(t *testing.T, url string, from net.IP) *rawConn {
+	t.Helper()
+	d := net.Dialer{}
+	if from != nil {
+		d.LocalAddr = &net.TCPAddr{IP: from}
+	}
+	c, err := d.Dial("tcp", strings.TrimPrefix(url, "http://"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,6 +158,42 @@ func (r *rawConn) get() {
 	}
 }
 
+// hold sends a request the handler holds until releaseHeld.
+func (r *rawConn) hold() {
+	r.t.Helper()
+	if _, err := io.WriteString(r.c, "GET "+heldPath+" HTTP/1.1\r\nHost: lane\r\n\r\n"); err != nil {
+		r.t.Fatalf("writing a request: %v", err)
+	}
+}
+
+// begin sends the first line of a request and no more: a connection still
+// waiting for its request's header, as a slow client or a slowloris holds it.
+func (r *rawConn) begin() {
+	r.t.Helper()
+	if _, err := io.WriteString(r.c, "GET /v1/capabilities HTTP/1.1\r\n"); err != nil {
+		r.t.Fatalf("writing a request line: %v", err)
+	}
+}
+
+// finish sends the rest of begin's request and reads the answer.
+func (r *rawConn) finish() {
+	r.t.Helper()
+	r.c.SetDeadline(time.Now().Add(waitBound))
+	defer r.c.SetDeadline(time.Time{})
+	if _, err := io.WriteString(r.c, "Host: lane\r\n\r\n"); err != nil {
+		r.t.Fatalf("writing the rest of a request: %v", err)
+	}
+	resp, err := http.ReadResponse(r.br, nil)
+	if err != nil {
+		r.t.Fatalf("reading the answer: %v", err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 {
+		r.t.Fatalf("GET /v1/capabilities: %d", resp.StatusCode)
+	}
+}
+
 // waitClosed waits for the server to close the connection; reaching the
 // wait bound fails.
 func (r *rawConn) waitClosed(what string) {
@@ -146,6 +214,20 @@ func (l *connLimiter) idleConns() int {
 	return l.idle.Len()
 }
 
+// count is how many requests of identity are counted in.
+func (q *identityRequests) count(identity string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	return q.open[identity]
+}
+
+// busyConns counts the connections with a request in a handler.
+func (l *connLimiter) busyConns() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.open - l.idle.Len() - l.waiting.Len()
+}
+
 func wantConns(t *testing.T, l *limited, open int64, refused uint64) {
 	t.Helper()
 	eventually(t, "the connection counts", func() bool {
@@ -154,31 +236,88 @@ func wantConns(t *testing.T, l *limited, open int64, refused uint64) {
 	})
 }
 
-// Over the cap, with no idle keep-alive to give way, a new connection is
-// closed at once and counted; a freed slot takes a new one.
+// Over the cap, with every connection busy with a request (none idle, none
+// still waiting for its request), a new connection is closed at once and
+// counted; a freed slot takes a new one.
 func TestConnCapClosesTheExtraConnectionAtOnce(t *testing.T) {
-	l, _, _ := limitedLane(t, HTTPLimits{MaxConns: 3}, false)
+	l, cl, _ := limitedLane(t, HTTPLimits{MaxConns: 3}, false)
 	var held []*rawConn
 	for range 3 {
-		held = append(held, dialRaw(t, l.url)) // connected, nothing sent
+		c := dialRaw(t, l.url)
+		c.hold()
+		held = append(held, c)
 	}
+	eventually(t, "three requests in their handlers", func() bool { return cl.busyConns() == 3 })
 	wantConns(t, l, 3, 0)
 	extra := dialRaw(t, l.url)
 	extra.waitClosed("the connection over the cap")
 	wantConns(t, l, 3, 1)
-	held[1].get() // the held ones are served
 	held[0].c.Close()
 	wantConns(t, l, 2, 1)
 	dialRaw(t, l.url).get()
 	wantConns(t, l, 3, 1)
 }
 
+// A connection that has not yet sent its request's header is the cheapest
+// to lose, and the one a slowloris holds: at the cap, with no idle
+// keep-alive, a newcomer closes the oldest such connection of its own
+// address, so that one address filling the cap with them only ever pushes
+// out its own and one client cannot keep every other one out of the lane.
+func TestConnCapClosesAConnectionStillWaitingForItsRequest(t *testing.T) {
+	l, _, _ := limitedLane(t, HTTPLimits{MaxConns: 3}, false)
+	var slow []*rawConn
+	for range 3 {
+		c := dialRaw(t, l.url)
+		c.begin()
+		slow = append(slow, c)
+	}
+	wantConns(t, l, 3, 0)
+	dialRaw(t, l.url).get() // served
+	slow[0].waitClosed("the oldest connection still waiting for its request")
+	slow[1].finish() // the others are left alone
+	wantConns(t, l, 3, 0)
+	if m := l.Metrics(); m.HTTPConnsEvicted != 1 {
+		t.Errorf("evictions counted %d, want 1", m.HTTPConnsEvicted)
+	}
+}
+
+// A newcomer from an address that holds no waiting connection closes the
+// oldest of any address; the flooding address's later connections then
+// close its own, never the newcomer's, though it is still sending its
+// header.
+func TestConnCapSlowHeadersOfOneAddressDoNotPushOutAnother(t *testing.T) {
+	l, _, _ := limitedLane(t, HTTPLimits{MaxConns: 3}, false)
+	flood := net.IPv4(127, 0, 0, 2)
+	if c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: flood}}).Dial("tcp", strings.TrimPrefix(l.url, "http://")); err != nil {
+		t.Skipf("no second loopback address here: %v", err)
+	} else {
+		c.Close()
+		wantConns(t, l, 0, 0)
+	}
+	var slow []*rawConn
+	for range 3 {
+		c := dialRawFrom(t, l.url, flood)
+		c.begin()
+		slow = append(slow, c)
+	}
+	wantConns(t, l, 3, 0)
+	other := dialRaw(t, l.url) // from 127.0.0.1
+	other.begin()
+	slow[0].waitClosed("the flood's oldest, for another address")
+	for i := range 3 {
+		c := dialRawFrom(t, l.url, flood)
+		c.begin()
+		slow[1+i%2].waitClosed("the flood's oldest, for the flood")
+		slow[1+i%2] = c
+	}
+	other.finish()
+}
+
 // At the cap a new connection closes the longest-idle keep-alive rather
 // than being refused: a device can still dial in when idle HTTP clients
 // hold every slot. A WebSocket stops counting once upgraded. Connections
-// that are not idle (here: connected, nothing sent yet, until
-// ReadHeaderTimeout) are never closed for a newcomer, so when they fill the
-// cap a WebSocket dial is refused like any other.
+// busy with a request (in its handler) are never closed for a newcomer, so
+// when they fill the cap a WebSocket dial is refused like any other.
 func TestConnCapGivesWayToWebSockets(t *testing.T) {
 	l, cl, hs := limitedLane(t, HTTPLimits{MaxConns: 2}, false)
 	oldest, newer := dialRaw(t, l.url), dialRaw(t, l.url)
@@ -211,21 +350,22 @@ func TestConnCapGivesWayToWebSockets(t *testing.T) {
 	eventually(t, "newer to be idle", func() bool { return cl.idleConns() == 1 })
 	fresh.get()
 
-	// Two connections that have sent nothing fill the cap (each new one
+	// Two requests in their handlers fill the cap (each new connection
 	// closes an idle keep-alive); then a WebSocket dial is refused.
 	eventually(t, "both to be idle", func() bool { return cl.idleConns() == 2 })
 	a := dialRaw(t, l.url)
+	a.hold()
 	newer.waitClosed("the idle keep-alive before a")
 	b := dialRaw(t, l.url)
+	b.hold()
 	fresh.waitClosed("the idle keep-alive before b")
+	eventually(t, "two requests in their handlers", func() bool { return cl.busyConns() == 2 })
 	wantConns(t, l, 2, 0)
 	if ws, err := l.dialWS(t, hs); err == nil {
 		ws.CloseNow()
-		t.Fatal("a WebSocket dial got through a cap full of connections that are not idle")
+		t.Fatal("a WebSocket dial got through a cap full of connections busy with requests")
 	}
 	wantConns(t, l, 2, 1)
-	a.get()
-	b.get()
 	// The first WebSocket was never touched.
 	ctx, cancel := context.WithTimeout(t.Context(), waitBound)
 	defer cancel()
@@ -269,7 +409,7 @@ func TestIdleTimeoutClosesAKeepAliveConnection(t *testing.T) {
 
 func TestHTTPLimitsRefuseNonsense(t *testing.T) {
 	l, _, _ := limitedLane(t, HTTPLimits{}, false)
-	for _, bad := range []HTTPLimits{{MaxConns: -1}, {IdleTimeout: -time.Second}, {ReadHeaderTimeout: -1}} {
+	for _, bad := range []HTTPLimits{{MaxConns: -1}, {MaxRequestsPerIdentity: -1}, {IdleTimeout: -time.Second}, {ReadHeaderTimeout: -1}} {
 		ln, _ := net.Listen("tcp", "127.0.0.1:0")
 		defer ln.Close()
 		if _, err := l.LimitHTTP(&http.Server{}, ln, bad); err == nil {
@@ -281,5 +421,96 @@ func TestHTTPLimitsRefuseNonsense(t *testing.T) {
 	defer ln.Close()
 	if _, err := l.LimitHTTP(hs, ln, HTTPLimits{}); err != nil || hs.IdleTimeout != DefaultIdleTimeout || hs.ReadHeaderTimeout != DefaultReadHeaderTimeout {
 		t.Fatalf("defaults: %v, idle %v, header %v", err, hs.IdleTimeout, hs.ReadHeaderTimeout)
+	}
+}
+
+// stalledBody sends an authenticated request whose body never finishes: a
+// request that stays in its handler (reading the body) until the client
+// goes or the body timeout.
+func (r *rawConn) stalledBody(apiKey string) {
+	r.t.Helper()
+	req := "POST /v1/sessions/s/rebind HTTP/1.1\r\nHost: lane\r\nAuthorization: Bearer " + apiKey + "\r\nContent-Length: 100\r\n\r\n{"
+	if _, err := io.WriteString(r.c, req); err != nil {
+		r.t.Fatalf("writing a request: %v", err)
+	}
+}
+
+// do sends a GET with apiKey and returns the answer's status and error code.
+func (r *rawConn) do(path, apiKey string) (int, string) {
+	r.t.Helper()
+	r.c.SetDeadline(time.Now().Add(waitBound))
+	defer r.c.SetDeadline(time.Time{})
+	if _, err := io.WriteString(r.c, "GET "+path+" HTTP/1.1\r\nHost: lane\r\nAuthorization: Bearer "+apiKey+"\r\n\r\n"); err != nil {
+		r.t.Fatalf("writing a request: %v", err)
+	}
+	resp, err := http.ReadResponse(r.br, nil)
+	if err != nil {
+		r.t.Fatalf("reading the answer: %v", err)
+	}
+	defer resp.Body.Close()
+	var e struct{ ErrorCode string }
+	json.NewDecoder(resp.Body).Decode(&e)
+	return resp.StatusCode, e.ErrorCode
+}
+
+// One identity may have at most a quarter of the connection cap in
+// requests at once (HTTPLimits.MaxRequestsPerIdentity's default): one more
+// is 503 service.busy, so that a caller holding long requests (streams of
+// instructions queued on its own device) cannot take every connection and
+// keep the others, and the devices dialling in, out of the lane.
+func TestOneIdentityCannotHoldMoreThanItsShareOfTheConnections(t *testing.T) {
+	l, cl, _ := limitedLane(t, HTTPLimits{MaxConns: 8}, false)
+	hogID, hog, err := lane.CreateIdentity(t.Context(), l.store, "hog")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, other, err := lane.CreateIdentity(t.Context(), l.store, "other")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var held []*rawConn
+	for range 2 {
+		c := dialRaw(t, l.url)
+		c.stalledBody(hog)
+		held = append(held, c)
+	}
+	eventually(t, "two requests in their handlers", func() bool { return cl.busyConns() == 2 })
+	eventually(t, "the hog's two requests counted", func() bool { return l.requests.count(hogID.ID) == 2 })
+	third := dialRaw(t, l.url)
+	if st, code := third.do("/v1/whoami", hog); st != http.StatusServiceUnavailable || code != "service.busy" {
+		t.Fatalf("the hog's third request: %d %s, want 503 service.busy", st, code)
+	}
+	if st, _ := dialRaw(t, l.url).do("/v1/whoami", other); st != http.StatusOK {
+		t.Fatalf("another identity's request: %d", st)
+	}
+	held[0].c.Close()
+	eventually(t, "the closed request to leave its handler", func() bool { return l.requests.count(hogID.ID) == 1 })
+	if st, _ := dialRaw(t, l.url).do("/v1/whoami", hog); st != http.StatusOK {
+		t.Fatalf("the hog's request once one ended: %d", st)
+	}
+}
+
+// An MCP tool's calls run inside the /v1/mcp request that asked for them,
+// which is already counted: they are not counted again, so an MCP call
+// works at any MaxRequestsPerIdentity, 1 included.
+func TestMCPToolCallsAreNotCountedTwice(t *testing.T) {
+	l, _, _ := limitedLane(t, HTTPLimits{MaxConns: 8, MaxRequestsPerIdentity: 1}, false)
+	_, key, err := lane.CreateIdentity(t.Context(), l.store, "u")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_devices","arguments":{}}}`
+	req, _ := http.NewRequest("POST", l.url+"/v1/mcp", strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"result"`) || strings.Contains(string(got), `"isError":true`) {
+		t.Fatalf("list_devices over MCP: %d %s", resp.StatusCode, got)
 	}
 }

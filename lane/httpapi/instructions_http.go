@@ -46,7 +46,10 @@ func parseInstructionRequest(body []byte, sized bool) (instructionRequest, *apiE
 		return errorf(http.StatusBadRequest, api.CodeFieldInvalid, format, args...)
 	}
 	if !jsontext.Value(body).IsValid() {
-		return req, errorf(http.StatusBadRequest, api.CodeInvalidJSON, "the request body is not valid JSON (or repeats a key)")
+		if jsontext.Value(body).IsValid(jsontext.AllowDuplicateNames(true)) {
+			return req, shape("the request body repeats a key")
+		}
+		return req, errorf(http.StatusBadRequest, api.CodeInvalidJSON, "the request body is not valid JSON")
 	}
 	if jsontext.Value(body).Kind() != '{' {
 		return req, shape("the request body must be a JSON object")

@@ -1,11 +1,14 @@
 package httpapi
 
 import (
+	"bufio"
 	"context"
+	"fmt"
 	"io"
 	"net/http"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -39,7 +42,7 @@ func (s *API) mcpHandler(self http.Handler) http.HandlerFunc {
 	conn := func(_ context.Context, key string, r *http.Request) (*auth.TokenInfo, error) {
 		// The tools' calls carry the caller's own address, so that what the
 		// lane records of them (audit rows) names the caller, not itself.
-		hc := &http.Client{Transport: inproc.Transport{Handler: self, RemoteAddr: lane.RemoteAddr(r)}}
+		hc := &http.Client{Transport: nested{inproc.Transport{Handler: self, RemoteAddr: lane.RemoteAddr(r)}}}
 		lc, err := client.New(inProcessBase, key, client.WithHTTPClient(hc))
 		if err != nil {
 			return nil, auth.ErrInvalidToken
@@ -49,7 +52,7 @@ func (s *API) mcpHandler(self http.Handler) http.HandlerFunc {
 		if session == "" {
 			session = r.Header.Get("Mcp-Session-Id")
 		}
-		return mcp.TokenInfo(callerOf(r.Context()).ID, &mcp.Conn{Lane: lc, Device: q.Get("device"), Session: session, Request: r.Context()}), nil
+		return mcp.TokenInfo(callerOf(r.Context()).ID, &mcp.Conn{Lane: lc, Device: q.Get("device"), Session: session, Request: r.Context(), Hold: s.outputHold(r)}), nil
 	}
 	return s.allowedOrigin(s.bearerChallenged(s.mcpBodies(auth.RequireBearerToken(conn, nil)(h).ServeHTTP)))
 }
@@ -97,8 +100,36 @@ func (s *API) mcpBodies(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		defer hold.release()
-		r.Body = readCloser{io.LimitReader(s.pacedBody(w, r, n), maxMCPBody), r.Body}
+		held := &outputHolds{}
+		defer held.release()
+		r = r.WithContext(context.WithValue(r.Context(), outputHoldsKey{}, held))
+		body := bufio.NewReader(io.LimitReader(s.pacedBody(w, r, n), maxMCPBody))
+		if isBatch(body) {
+			writeError(w, errorf(http.StatusBadRequest, api.CodeBodyShape,
+				"the body is a JSON-RPC batch; /v1/mcp takes one MCP message per request (MCP has no batches since its 2025-06-18 revision)"))
+			return
+		}
+		r.Body = readCloser{body, r.Body}
 		next(w, r)
+	}
+}
+
+// isBatch reports whether a body's JSON begins with an array: a JSON-RPC
+// batch, whose calls the SDK would run all at once, each a request of the
+// lane, inside this one request and its bounds. It reads only the leading
+// whitespace and peeks at the byte after it.
+func isBatch(body *bufio.Reader) bool {
+	for {
+		b, err := body.Peek(1)
+		if err != nil {
+			return false // the SDK answers an empty or broken body
+		}
+		switch b[0] {
+		case ' ', '\t', '\r', '\n':
+			body.ReadByte()
+		default:
+			return b[0] == '['
+		}
 	}
 }
 
@@ -106,4 +137,70 @@ func (s *API) mcpBodies(next http.HandlerFunc) http.HandlerFunc {
 type readCloser struct {
 	io.Reader
 	io.Closer
+}
+
+// nestedKey marks the context of a request an MCP tool makes inside the
+// /v1/mcp request that asked for it.
+type nestedKey struct{}
+
+// nested is the transport of an MCP tool's requests: it marks them, so
+// that they are not counted again in the identity's requests at once
+// (identityRequests), the /v1/mcp request around them being counted.
+type nested struct{ http.RoundTripper }
+
+func (n nested) RoundTrip(r *http.Request) (*http.Response, error) {
+	return n.RoundTripper.RoundTrip(r.WithContext(context.WithValue(r.Context(), nestedKey{}, true)))
+}
+
+// isNested reports whether r is an MCP tool's request (nested).
+func isNested(r *http.Request) bool { return r.Context().Value(nestedKey{}) != nil }
+
+// outputHolds are the budget reservations the tool calls of one /v1/mcp
+// request hold for what they keep of their output (mcp.Conn.Hold): their
+// results are built and written out after the calls return, so they are
+// released when the request ends (mcpBodies).
+type outputHolds struct {
+	mu   sync.Mutex
+	held []*reservation
+}
+
+type outputHoldsKey struct{}
+
+func (h *outputHolds) add(r *reservation) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.held = append(h.held, r)
+}
+
+func (h *outputHolds) release() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	for _, r := range h.held {
+		r.release()
+	}
+	h.held = nil
+}
+
+// outputHold is mcp.Conn.Hold for the tool calls of r: what they keep of
+// their output is the caller's in the buffered-content budget, as request
+// content is, so that one key's calls cannot take the lane's memory.
+func (s *API) outputHold(r *http.Request) func(n int64) (int64, error) {
+	held, _ := r.Context().Value(outputHoldsKey{}).(*outputHolds)
+	owner := callerOf(r.Context()).ID
+	return func(n int64) (int64, error) {
+		if held == nil {
+			return 0, nil
+		}
+		if n > s.budget.perOwner {
+			return s.budget.perOwner, nil
+		}
+		hold, ok := s.budget.reserve(owner, n)
+		if !ok {
+			s.metrics.contentBusy.Add(1)
+			return 0, &client.Error{Status: http.StatusServiceUnavailable, Code: api.CodeBusy,
+				Message: fmt.Sprintf("the lane holds as much request content and tool output as it may at once, for all callers or for you; retry after %d s", int(busyRetryAfter.Seconds()))}
+		}
+		held.add(hold)
+		return 0, nil
+	}
 }

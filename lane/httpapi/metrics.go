@@ -16,7 +16,7 @@ import (
 type httpMetrics struct {
 	httpOpen    atomic.Int64  // open non-WebSocket HTTP connections
 	httpRefused atomic.Uint64 // connections closed at the cap
-	httpEvicted atomic.Uint64 // idle keep-alive connections closed to make room at the cap
+	httpEvicted atomic.Uint64 // idle or waiting connections closed to make room at the cap
 	contentBusy atomic.Uint64 // instruction requests answered 503 service.busy
 	forwarded   atomic.Uint64 // device requests forwarded to the replica holding the device
 }
@@ -65,7 +65,7 @@ func (s *API) WriteMetrics(w io.Writer) error {
 	gauge("sema_lane_draining", "1 once the replica is shutting down.", int64(draining))
 	gauge("sema_lane_http_connections", "Open HTTP connections that are not WebSockets.", m.HTTPConns)
 	plain("sema_lane_http_connections_refused_total", "HTTP connections closed at once at the connection cap.", m.HTTPConnsRefused)
-	plain("sema_lane_http_connections_evicted_total", "Idle keep-alive HTTP connections closed to make room for a new one at the connection cap.", m.HTTPConnsEvicted)
+	plain("sema_lane_http_connections_evicted_total", "Idle keep-alive HTTP connections, or ones still waiting for their request, closed to make room for a new one at the connection cap.", m.HTTPConnsEvicted)
 	gauge("sema_lane_buffered_content_bytes", "Bytes of instruction bodies and write content held in memory now (reserved).", m.BufferedContent)
 	plain("sema_lane_content_busy_total", "Instruction requests refused 503 service.busy: the buffered-content budget was full.", m.ContentBusy)
 	plain("sema_lane_forwarded_total", "Device requests forwarded to the lane replica holding the device's connection.", m.Forwarded)

@@ -209,9 +209,10 @@ func procStatusKiB(t *testing.T, pid int, field string) int64 {
 }
 
 // --max-http-conns closes a connection over the cap at once and counts it
-// in /metrics; --http-idle-timeout closes an idle keep-alive.
+// in /metrics; --http-idle-timeout closes an idle keep-alive;
+// --max-requests-per-identity bounds one identity's requests at once.
 func TestServerHTTPConnectionFlags(t *testing.T) {
-	s := startServer(t, t.TempDir(), "--max-http-conns", "2", "--http-idle-timeout", "200ms")
+	s := startServer(t, t.TempDir(), "--max-http-conns", "2", "--http-idle-timeout", "200ms", "--max-requests-per-identity", "1")
 	addr := strings.TrimPrefix(s.url, "http://")
 	dial := func() net.Conn {
 		c, err := net.Dial("tcp", addr)
@@ -228,7 +229,31 @@ func TestServerHTTPConnectionFlags(t *testing.T) {
 			t.Fatalf("%s: not closed by the server (%v)", what, err)
 		}
 	}
-	a, b := dial(), dial() // connected, nothing sent: not idle, never evicted
+	// A request whose body never finishes stays in its handler: a busy
+	// connection, never closed for a newcomer. Its 100 Continue says the
+	// handler has begun to read it.
+	stalled := func(key string) net.Conn {
+		c := dial()
+		br := bufio.NewReader(c)
+		io.WriteString(c, "POST /v1/sessions/s/rebind HTTP/1.1\r\nHost: lane\r\nAuthorization: Bearer "+key+"\r\nContent-Length: 100\r\nExpect: 100-continue\r\n\r\n")
+		if resp, err := http.ReadResponse(br, nil); err != nil || resp.StatusCode != http.StatusContinue {
+			t.Fatalf("a stalled request: %v %v", err, resp)
+		}
+		io.WriteString(c, "{")
+		return c
+	}
+	other := createIdentityKey(t, s, "other")
+	a := stalled(s.key)
+	over := dial()
+	br := bufio.NewReader(over)
+	io.WriteString(over, "GET /v1/whoami HTTP/1.1\r\nHost: lane\r\nAuthorization: Bearer "+s.key+"\r\n\r\n")
+	resp, err := http.ReadResponse(br, nil)
+	if err != nil || resp.StatusCode != http.StatusServiceUnavailable {
+		t.Fatalf("the admin's request over --max-requests-per-identity 1: %v %v", err, resp)
+	}
+	io.Copy(io.Discard, resp.Body)
+	closedByServer(over, br, "the connection of the request over --max-requests-per-identity")
+	b := stalled(other)
 	extra := dial()
 	closedByServer(extra, bufio.NewReader(extra), "the connection over --max-http-conns")
 	a.Close()
@@ -248,9 +273,9 @@ func TestServerHTTPConnectionFlags(t *testing.T) {
 
 	// A keep-alive that goes idle is closed after --http-idle-timeout.
 	c := dial()
-	br := bufio.NewReader(c)
+	br = bufio.NewReader(c)
 	io.WriteString(c, "GET /v1/capabilities HTTP/1.1\r\nHost: lane\r\n\r\n")
-	resp, err := http.ReadResponse(br, nil)
+	resp, err = http.ReadResponse(br, nil)
 	if err != nil || resp.StatusCode != 200 || resp.Close {
 		t.Fatalf("GET: %v %v", err, resp)
 	}
@@ -276,4 +301,23 @@ func TestServerHTTPLimitFlagsRefuseNonsense(t *testing.T) {
 			t.Errorf("%v: the error does not name the flag: %s", flags, out.String())
 		}
 	}
+}
+
+// createIdentityKey makes an identity through the admin's API and returns
+// its key.
+func createIdentityKey(t *testing.T, s *laneServer, name string) string {
+	t.Helper()
+	req, _ := http.NewRequest("POST", s.url+"/v1/identities", strings.NewReader(`{"name":"`+name+`"}`))
+	req.Header.Set("Authorization", "Bearer "+s.key)
+	hc := &http.Client{Transport: &http.Transport{DisableKeepAlives: true}}
+	resp, err := hc.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var out struct{ APIKey string }
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil || out.APIKey == "" {
+		t.Fatalf("creating identity %s: %d %v", name, resp.StatusCode, err)
+	}
+	return out.APIKey
 }
