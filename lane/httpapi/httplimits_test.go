@@ -500,17 +500,8 @@ func TestMCPToolCallsAreNotCountedTwice(t *testing.T) {
 		t.Fatal(err)
 	}
 	body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_devices","arguments":{}}}`
-	req, _ := http.NewRequest("POST", l.url+"/v1/mcp", strings.NewReader(body))
-	req.Header.Set("Authorization", "Bearer "+key)
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	got, _ := io.ReadAll(resp.Body)
-	if resp.StatusCode != http.StatusOK || !strings.Contains(string(got), `"result"`) || strings.Contains(string(got), `"isError":true`) {
-		t.Fatalf("list_devices over MCP: %d %s", resp.StatusCode, got)
+	st, got := postMCP(t, l.url+"/v1/mcp", key, body)
+	if st != http.StatusOK || !strings.Contains(got, `"result"`) || strings.Contains(got, `"isError":true`) {
+		t.Fatalf("list_devices over MCP: %d %s", st, got)
 	}
 }

@@ -15,19 +15,7 @@ func TestMCPRefusesAJSONRPCBatch(t *testing.T) {
 	l := newTestLane(t)
 	_, key := l.user("u")
 	call := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"list_devices","arguments":{}}}`
-	post := func(body string) (int, string) {
-		req, _ := http.NewRequest("POST", l.url+"/v1/mcp", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	post := func(body string) (int, string) { return postMCP(t, l.url+"/v1/mcp", key, body) }
 	for _, batch := range []string{"[" + call + "," + call + "]", " \r\n\t[" + call + "]", "[]"} {
 		st, body := post(batch)
 		if st != http.StatusBadRequest || !strings.Contains(body, `"errorCode":"request.body_shape"`) || !strings.Contains(body, "batch") {
@@ -37,4 +25,21 @@ func TestMCPRefusesAJSONRPCBatch(t *testing.T) {
 	if st, body := post(call); st != http.StatusOK || !strings.Contains(body, `"result"`) {
 		t.Fatalf("one message: %d %s", st, body)
 	}
+}
+
+// postMCP posts one MCP message to url with key, as a Streamable HTTP
+// client does, and returns the status and the body.
+func postMCP(t *testing.T, url, key, body string) (int, string) {
+	t.Helper()
+	req, _ := http.NewRequest("POST", url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer "+key)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
 }

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net"
-	"net/http"
 	"strings"
 	"testing"
 
@@ -23,24 +22,15 @@ func TestMCPOutputIsHeldInTheContentBudget(t *testing.T) {
 	_, key := l.user("u")
 	call := func(tool, args string) map[string]any {
 		body := `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"` + tool + `","arguments":` + args + `}}`
-		req, _ := http.NewRequest("POST", l.url+"/v1/mcp?device=dev_01J8ZQ4T9X0000000000000000", strings.NewReader(body))
-		req.Header.Set("Authorization", "Bearer "+key)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Accept", "application/json, text/event-stream")
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		_, data, ok := strings.Cut(string(b), "data: ")
+		st, b := postMCP(t, l.url+"/v1/mcp?device=dev_01J8ZQ4T9X0000000000000000", key, body)
+		_, data, ok := strings.Cut(b, "data: ")
 		var m struct {
 			Result struct {
 				Structured map[string]any `json:"structuredContent"`
 			}
 		}
 		if !ok || json.Unmarshal([]byte(data), &m) != nil {
-			t.Fatalf("%s: %d %s", tool, resp.StatusCode, b)
+			t.Fatalf("%s: %d %s", tool, st, b)
 		}
 		return m.Result.Structured
 	}
