@@ -10,6 +10,7 @@ import (
 
 	"github.com/sema-agent/sema/api"
 	"github.com/sema-agent/sema/client"
+	"github.com/sema-agent/sema/internal/words"
 	"github.com/sema-agent/sema/protocol"
 )
 
@@ -155,7 +156,7 @@ func (c *callConn) holdOutput(ctx context.Context, limit int, n int64) *sdk.Call
 	share, err := c.hold(n)
 	switch {
 	case share > 0:
-		return invalid("max_output_bytes %d keeps up to %d bytes of output, over the %d bytes of this lane's buffered-content budget one caller may hold (sema server --max-buffered-content-per-identity); ask for less", limit, n, share)
+		return invalid("with max_output_bytes %d the call would keep up to %s of output, over the %s of this lane's buffered-content budget one caller may hold (sema server --max-buffered-content-per-identity); ask for less", limit, words.Bytes(n), words.Bytes(share))
 	case err != nil:
 		return callFailed(ctx, "", err)
 	}
