@@ -23,12 +23,14 @@ type HTTPLimits struct {
 	// MaxConns caps the open HTTP connections that are not WebSockets: an
 	// upgraded connection stops counting once it is hijacked. At the cap a
 	// new connection first closes the longest-idle keep-alive connection,
-	// if there is one; else the oldest connection still waiting for its
-	// request (its header not yet read: a slow client, or a slowloris) of
-	// the newcomer's own address, or of any address when it holds none;
-	// with neither, every connection has a request in a handler and the
-	// new one is closed at once and counted in
-	// sema_lane_http_connections_refused_total. Default 4096.
+	// if there is one; else the oldest connection that has waited at least
+	// half of ReadHeaderTimeout for its request (its header not yet read: a
+	// slow client, or a slowloris) of the newcomer's own address, or of any
+	// address when it holds none; with neither, the new one is closed at
+	// once and counted in sema_lane_http_connections_refused_total. A
+	// connection that waits less is never closed for a newcomer, so that a
+	// burst of clients (a fleet of devices dialling back in) fills the cap
+	// and waits its turn rather than closing its own. Default 4096.
 	MaxConns int
 	// MaxRequestsPerIdentity caps the requests one identity has in their
 	// handlers at once; one more is 503 service.busy. Default a quarter of
@@ -83,7 +85,8 @@ func (s *API) LimitHTTP(hs *http.Server, ln net.Listener, limits HTTPLimits) (ne
 	hs.ReadHeaderTimeout = limits.ReadHeaderTimeout
 	hs.IdleTimeout = limits.IdleTimeout
 	s.requests.setMax(limits.MaxRequestsPerIdentity)
-	cl := &connLimiter{Listener: ln, max: limits.MaxConns, metrics: &s.metrics, waitingBy: map[string]*list.List{}}
+	cl := &connLimiter{Listener: ln, max: limits.MaxConns, metrics: &s.metrics, now: s.cfg.Clock.Now,
+		minWait: limits.ReadHeaderTimeout / 2, waitingBy: map[string]*list.List{}}
 	next := hs.ConnState
 	hs.ConnState = func(c net.Conn, st http.ConnState) {
 		cl.connState(c, st)
@@ -149,6 +152,10 @@ type connLimiter struct {
 	net.Listener
 	max     int
 	metrics *httpMetrics
+	now     func() time.Time
+	// minWait is how long a connection waits for its request before a
+	// newcomer at the cap may close it.
+	minWait time.Duration
 
 	mu   sync.Mutex
 	open int
@@ -182,7 +189,7 @@ func (l *connLimiter) admit(c net.Conn) *limitedConn {
 	var evict *limitedConn
 	l.mu.Lock()
 	if l.open >= l.max {
-		if evict = l.evictableLocked(addr); evict != nil {
+		if evict = l.evictableLocked(addr, l.now()); evict != nil {
 			l.releaseLocked(evict)
 		}
 	}
@@ -202,17 +209,22 @@ func (l *connLimiter) admit(c net.Conn) *limitedConn {
 }
 
 // evictableLocked is the connection a newcomer from addr closes at the
-// cap: the longest-idle keep-alive, else the oldest waiting for a request
-// of addr, else of any address; nil if none (l.mu held).
-func (l *connLimiter) evictableLocked(addr string) *limitedConn {
+// cap: the longest-idle keep-alive, else the oldest that has waited
+// minWait for a request, of addr, else of any address; nil if none (l.mu
+// held).
+func (l *connLimiter) evictableLocked(addr string, now time.Time) *limitedConn {
 	if front := l.idle.Front(); front != nil {
 		return front.Value.(*limitedConn)
 	}
 	if own := l.waitingBy[addr]; own != nil {
-		return own.Front().Value.(*limitedConn)
+		if lc := own.Front().Value.(*limitedConn); now.Sub(lc.waitingSince) >= l.minWait {
+			return lc
+		}
 	}
 	if front := l.waiting.Front(); front != nil {
-		return front.Value.(*limitedConn)
+		if lc := front.Value.(*limitedConn); now.Sub(lc.waitingSince) >= l.minWait {
+			return lc
+		}
 	}
 	return nil
 }
@@ -260,7 +272,7 @@ func (l *connLimiter) waitLocked(lc *limitedConn) {
 	if lc.waitingAt != nil {
 		return
 	}
-	lc.waitingAt = l.waiting.PushBack(lc)
+	lc.waitingAt, lc.waitingSince = l.waiting.PushBack(lc), l.now()
 	own := l.waitingBy[lc.addr]
 	if own == nil {
 		own = list.New()
@@ -320,13 +332,14 @@ func unwrapLimited(c net.Conn) *limitedConn {
 // is closed or hijacked. Its fields are under limiter.mu.
 type limitedConn struct {
 	net.Conn
-	limiter     *connLimiter
-	addr        string        // the remote host, for limiter.waitingBy
-	counted     bool          // holds a slot
-	idleAt      *list.Element // in limiter.idle
-	handlers    int           // requests in a handler on it
-	waitingAt   *list.Element // in limiter.waiting
-	waitingByAt *list.Element // in limiter.waitingBy[addr]
+	limiter      *connLimiter
+	addr         string        // the remote host, for limiter.waitingBy
+	counted      bool          // holds a slot
+	idleAt       *list.Element // in limiter.idle
+	handlers     int           // requests in a handler on it
+	waitingAt    *list.Element // in limiter.waiting
+	waitingSince time.Time     // when it was listed in limiter.waiting
+	waitingByAt  *list.Element // in limiter.waitingBy[addr]
 }
 
 func (c *limitedConn) Close() error {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sema-agent/sema/internal/clock"
 	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/lane/store/sqlite"
 
@@ -29,12 +30,18 @@ import (
 // limitedLane is a lane served by an http.Server under limits.
 func limitedLane(t *testing.T, limits HTTPLimits, tls bool) (*limited, *connLimiter, *httptest.Server) {
 	t.Helper()
+	return limitedLaneAt(t, limits, tls, clock.Real{})
+}
+
+// limitedLaneAt is limitedLane on the lane clock clk.
+func limitedLaneAt(t *testing.T, limits HTTPLimits, tls bool, clk clock.Clock) (*limited, *connLimiter, *httptest.Server) {
+	t.Helper()
 	st, err := sqlite.Open(t.Context(), t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	srv, err := lane.New(lane.Config{Store: st, Logger: slog.New(slog.DiscardHandler), HandshakeDeadline: time.Minute})
+	srv, err := lane.New(lane.Config{Store: st, Logger: slog.New(slog.DiscardHandler), HandshakeDeadline: time.Minute, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -258,13 +265,16 @@ func TestConnCapClosesTheExtraConnectionAtOnce(t *testing.T) {
 	wantConns(t, l, 3, 1)
 }
 
-// A connection that has not yet sent its request's header is the cheapest
-// to lose, and the one a slowloris holds: at the cap, with no idle
-// keep-alive, a newcomer closes the oldest such connection of its own
-// address, so that one address filling the cap with them only ever pushes
-// out its own and one client cannot keep every other one out of the lane.
+// A connection that has not sent its request's header for half the header
+// timeout is the cheapest to lose, and the one a slowloris holds: at the
+// cap, with no idle keep-alive, a newcomer closes the oldest such
+// connection of its own address, so that one address filling the cap with
+// them only ever pushes out its own and one client cannot keep every other
+// one out of the lane. A connection that has waited less is never closed
+// for a newcomer: a fleet dialling back in at once would close its own.
 func TestConnCapClosesAConnectionStillWaitingForItsRequest(t *testing.T) {
-	l, _, _ := limitedLane(t, HTTPLimits{MaxConns: 3}, false)
+	clk := clock.NewFake(time.Unix(1_800_000_000, 0))
+	l, _, _ := limitedLaneAt(t, HTTPLimits{MaxConns: 3}, false, clk)
 	var slow []*rawConn
 	for range 3 {
 		c := dialRaw(t, l.url)
@@ -272,25 +282,33 @@ func TestConnCapClosesAConnectionStillWaitingForItsRequest(t *testing.T) {
 		slow = append(slow, c)
 	}
 	wantConns(t, l, 3, 0)
+	// Waiting less than half the header timeout: a burst's clients, never
+	// closed for one another. The newcomer is refused instead.
+	dialRaw(t, l.url).waitClosed("a newcomer while every connection waits less than 5 s")
+	clk.Advance(DefaultReadHeaderTimeout / 2)
 	dialRaw(t, l.url).get() // served
-	slow[0].waitClosed("the oldest connection still waiting for its request")
+	slow[0].waitClosed("the oldest connection waiting 5 s for its request")
 	slow[1].finish() // the others are left alone
-	wantConns(t, l, 3, 0)
+	wantConns(t, l, 3, 1)
 	if m := l.Metrics(); m.HTTPConnsEvicted != 1 {
 		t.Errorf("evictions counted %d, want 1", m.HTTPConnsEvicted)
 	}
 }
 
 // A newcomer from an address that holds no waiting connection closes the
-// oldest of any address; the flooding address's later connections then
-// close its own, never the newcomer's, though it is still sending its
-// header.
+// oldest of any address that has waited 5 s; the flooding address's later
+// connections then close its own, never the newcomer's, though it is still
+// sending its header.
 func TestConnCapSlowHeadersOfOneAddressDoNotPushOutAnother(t *testing.T) {
-	l, _, _ := limitedLane(t, HTTPLimits{MaxConns: 3}, false)
+	clk := clock.NewFake(time.Unix(1_800_000_000, 0))
+	l, _, _ := limitedLaneAt(t, HTTPLimits{MaxConns: 3}, false, clk)
 	flood := net.IPv4(127, 0, 0, 2)
 	if c, err := (&net.Dialer{LocalAddr: &net.TCPAddr{IP: flood}}).Dial("tcp", strings.TrimPrefix(l.url, "http://")); err != nil {
 		t.Skipf("no second loopback address here: %v", err)
 	} else {
+		// Served and closed before the flood, so that it takes no slot.
+		probe := &rawConn{t: t, c: c, br: bufio.NewReader(c)}
+		probe.get()
 		c.Close()
 		wantConns(t, l, 0, 0)
 	}
@@ -301,10 +319,12 @@ func TestConnCapSlowHeadersOfOneAddressDoNotPushOutAnother(t *testing.T) {
 		slow = append(slow, c)
 	}
 	wantConns(t, l, 3, 0)
+	clk.Advance(DefaultReadHeaderTimeout / 2)
 	other := dialRaw(t, l.url) // from 127.0.0.1
 	other.begin()
 	slow[0].waitClosed("the flood's oldest, for another address")
 	for i := range 3 {
+		clk.Advance(DefaultReadHeaderTimeout / 2)
 		c := dialRawFrom(t, l.url, flood)
 		c.begin()
 		slow[1+i%2].waitClosed("the flood's oldest, for the flood")

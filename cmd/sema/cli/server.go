@@ -113,7 +113,7 @@ func newServerCmd() *cobra.Command {
 	fl.DurationVar(&cfg.SessionIdleExpiry, "session-idle-expiry", def.SessionIdleExpiry, "a root session binding unused this long is pruned (checked hourly)")
 	fl.StringArrayVar(&cfg.MCPAllowedOrigins, "mcp-allowed-origin", nil, "a browser origin (scheme://host[:port]) /v1/mcp answers (repeatable); a request with any other Origin is 403")
 	fl.DurationVar(&f.httpLimits.IdleTimeout, "http-idle-timeout", httpapi.DefaultIdleTimeout, "a keep-alive HTTP connection idle this long is closed")
-	fl.IntVar(&f.httpLimits.MaxConns, "max-http-conns", httpapi.DefaultMaxHTTPConns, "open HTTP connections that are not WebSockets; at it a new one closes an idle or waiting one, else it is closed at once")
+	fl.IntVar(&f.httpLimits.MaxConns, "max-http-conns", httpapi.DefaultMaxHTTPConns, "open HTTP connections that are not WebSockets; at it a new one closes an idle one or one waiting 5 s for its request, else it is closed at once")
 	fl.IntVar(&f.httpLimits.MaxRequestsPerIdentity, "max-requests-per-identity", 0, "requests one identity may have open at once; one more is 503 (0: a quarter of --max-http-conns, at least 1), so no caller can take every connection")
 	return c
 }
