@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -86,6 +87,10 @@ func runEnroll(c *cobra.Command, f enrollFlags) error {
 		WorkspaceRoot: f.workspace, DisplayName: name, StateDir: dir,
 		UnreachableRetry: f.retryUnreachable, Logger: newLogger(false),
 	})
+	if err != nil && errors.Is(err, context.Canceled) && c.Context().Err() != nil {
+		// Ctrl-C; the error says whether the key stays for a replay.
+		return &ExitError{Code: ExitCancelled, Err: err}
+	}
 	if err != nil {
 		return err
 	}

@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"fmt"
+	"io"
+	"net"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -224,5 +226,38 @@ func TestEnrollEndsWithTheServeLineThatWorks(t *testing.T) {
 		if code := p.wait(t); code != 0 || !strings.Contains(p.stderr.String(), tc.want) {
 			t.Errorf("enroll --state-dir %q: exit %d, want %q in %q", tc.stateDir, code, tc.want, p.stderr)
 		}
+	}
+}
+
+// Ctrl-C while enroll waits for the lane's answer is 130, like every other
+// interrupted command, and keeps the key that may have reached the lane so
+// that the same line finishes the same enrollment.
+func TestCtrlCDuringEnrollIsCancelled(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	got := make(chan struct{})
+	go func() { // a lane that takes the request and never answers
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.Read(make([]byte, 4096))
+		close(got)
+		io.Copy(io.Discard, c)
+	}()
+	state := filepath.Join(t.TempDir(), "state")
+	p := startProc(t, nil, nil, "device", "enroll", "--server", "http://"+ln.Addr().String(),
+		"--token", "set_x", "--workspace", t.TempDir(), "--state-dir", state)
+	<-got
+	p.cmd.Process.Signal(syscall.SIGINT)
+	if code := p.wait(t); code != cli.ExitCancelled || !strings.Contains(p.stderr.String(), "run the same enroll again") {
+		t.Errorf("exit %d, want %d: %s", code, cli.ExitCancelled, p.stderr)
+	}
+	if keys, _ := filepath.Glob(filepath.Join(state, "*.key*")); len(keys) == 0 {
+		t.Errorf("the key that may have reached the lane is gone from %s", state)
 	}
 }
