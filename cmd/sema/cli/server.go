@@ -10,20 +10,15 @@ import (
 	"net/http"
 	"net/url"
 	"os"
-	"path/filepath"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 
-	"github.com/sema-agent/sema/internal/atomicfile"
 	"github.com/sema-agent/sema/internal/recordconn"
 	"github.com/sema-agent/sema/lane"
 	"github.com/sema-agent/sema/lane/httpapi"
-	"github.com/sema-agent/sema/lane/store"
-	"github.com/sema-agent/sema/lane/store/postgres"
-	"github.com/sema-agent/sema/lane/store/sqlite"
 )
 
 // Environment of `sema server`.
@@ -31,14 +26,6 @@ const (
 	EnvDataDir  = "SEMA_DATA_DIR"     // the server's data dir (SQLite registry, admin.key)
 	EnvPostgres = "SEMA_POSTGRES_URL" // keeps the database URL (and its password) out of the process list
 )
-
-// AdminKeyFile is the file in the data dir that holds the first identity's
-// API key, for local use (mode 0600).
-const AdminKeyFile = "admin.key"
-
-// eventAdminCreated is the audit row that records the first start: it
-// lives in the registry, so it holds for SQLite and PostgreSQL alike.
-const eventAdminCreated = "server.admin_created"
 
 type serverFlags struct {
 	listen, data, postgres, publicURL, tlsCert, tlsKey string
@@ -116,63 +103,6 @@ func newServerCmd() *cobra.Command {
 	fl.IntVar(&f.httpLimits.MaxConns, "max-http-conns", httpapi.DefaultMaxHTTPConns, "open HTTP connections that are not WebSockets; at it a new one closes an idle one or one waiting 5 s for its request, else it is closed at once")
 	fl.IntVar(&f.httpLimits.MaxRequestsPerIdentity, "max-requests-per-identity", 0, "requests one identity may have open at once; one more is 503 (0: a quarter of --max-http-conns, at least 1), so no caller can take every connection")
 	return c
-}
-
-// serverDataDir resolves --data, $SEMA_DATA_DIR, or the OS config dir +
-// /sema/server.
-// advertiseURL is where the other replicas on the same PostgreSQL reach
-// this one: --advertise-url, or the listen address, with the
-// host's name in place of an address that means every interface. A server
-// on SQLite is the only replica (its data dir is locked) and has none.
-func advertiseURL(f *serverFlags, scheme string, addr net.Addr) (string, error) {
-	if f.postgres == "" {
-		if f.advertiseURL != "" {
-			return "", usageError{errors.New("--advertise-url needs --postgres: a server on SQLite is the only replica of its registry")}
-		}
-		return "", nil
-	}
-	if f.advertiseURL != "" {
-		if lane.CheckAdvertiseURL(f.advertiseURL) != nil {
-			return "", usageError{fmt.Errorf("--advertise-url %q: want http(s)://host[:port]", f.advertiseURL)}
-		}
-		return f.advertiseURL, nil
-	}
-	u, err := namedURL(scheme, addr)
-	if err != nil {
-		return "", fmt.Errorf("--listen %s: %w: give --advertise-url", f.listen, err)
-	}
-	return u, nil
-}
-
-// namedURL is the URL of the listen address addr, with the host's name in
-// place of an address that means every interface, which no other machine
-// can dial.
-func namedURL(scheme string, addr net.Addr) (string, error) {
-	host, port, err := net.SplitHostPort(addr.String())
-	if err != nil {
-		return "", fmt.Errorf("the listen address %s: %w", addr, err)
-	}
-	if ip := net.ParseIP(host); ip != nil && ip.IsUnspecified() {
-		if host, err = os.Hostname(); err != nil {
-			return "", fmt.Errorf("it is every address and the host's name is unknown (%v)", err)
-		}
-	}
-	return scheme + "://" + net.JoinHostPort(host, port), nil
-}
-
-func serverDataDir(flag string) (string, error) {
-	dir := flag
-	if dir == "" {
-		dir = os.Getenv(EnvDataDir)
-	}
-	if dir == "" {
-		base, err := os.UserConfigDir()
-		if err != nil {
-			return "", fmt.Errorf("no data dir: pass --data or set %s (%v)", EnvDataDir, err)
-		}
-		dir = filepath.Join(base, "sema", "server")
-	}
-	return filepath.Abs(dir)
 }
 
 func runServer(c *cobra.Command, f *serverFlags) error {
@@ -333,90 +263,6 @@ func serverLogger(format string, verbose bool) (*slog.Logger, error) {
 	return nil, usageError{fmt.Errorf("--log-format %q: want text or json", format)}
 }
 
-// openStore opens the registry: PostgreSQL when url is set, else SQLite in
-// dir. The URL is never logged (it may carry a password).
-func openStore(ctx context.Context, dir, pgURL string) (store.Store, string, error) {
-	if pgURL != "" {
-		st, err := postgres.Open(ctx, pgURL)
-		if err != nil {
-			return nil, "", fmt.Errorf("opening the PostgreSQL registry: %w", err)
-		}
-		return st, "postgres", nil
-	}
-	st, err := sqlite.Open(ctx, dir)
-	if err != nil {
-		return nil, "", err
-	}
-	return st, "sqlite", nil
-}
-
-// takeBackLeases drops the leases a registry that this process alone serves
-// (SQLite, whose data dir it has locked) still records: they are a dead
-// process's (a kill -9, a crash), and kept they would refuse its devices
-// already_connected until they expired, about a minute.
-func takeBackLeases(ctx context.Context, st store.Store, log *slog.Logger) error {
-	one, ok := st.(interface {
-		DeviceRevocations() (uint64, bool)
-		ReleaseAllLeases(context.Context) (int64, error)
-	})
-	if !ok {
-		return nil
-	}
-	if _, alone := one.DeviceRevocations(); !alone {
-		return nil
-	}
-	n, err := one.ReleaseAllLeases(ctx)
-	if err != nil {
-		return fmt.Errorf("taking back the leases of the process that served this data dir before: %w", err)
-	}
-	if n > 0 {
-		log.Info("took back the leases of the process that served this data dir before", "leases", n)
-	}
-	return nil
-}
-
-// ensureAdmin creates the admin identity on the registry's first start:
-// its API key is written to <dir>/admin.key (0600) and printed once, on
-// Stdout, never logged. A registry that has one already prints nothing.
-func ensureAdmin(ctx context.Context, st store.Store, dir, public string, log *slog.Logger) error {
-	rows, err := st.AuditEvents(ctx, store.AuditFilter{Event: eventAdminCreated, Limit: 1})
-	if err != nil {
-		return fmt.Errorf("reading the registry: %w", err)
-	}
-	keyPath := filepath.Join(dir, AdminKeyFile)
-	if len(rows) > 0 {
-		if _, err := os.Stat(keyPath); err != nil {
-			log.Warn("admin identity exists, but its key file is gone; the key was shown once at the first start",
-				"identity", rows[0].IdentityID, "key_file", keyPath)
-			return nil
-		}
-		log.Info("admin identity exists", "identity", rows[0].IdentityID, "key_file", keyPath)
-		return nil
-	}
-	idn, key, err := lane.CreateAdminIdentity(ctx, st, "admin")
-	if errors.Is(err, store.ErrAdminExists) {
-		// Another replica on the same registry made it at this very moment;
-		// its key is in that replica's data dir.
-		log.Info("admin identity exists: another replica created it as this one started")
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	if err := atomicfile.Write(keyPath, []byte(key+"\n"), 0o600); err != nil {
-		return fmt.Errorf("writing the admin key: %w", err)
-	}
-	if err := st.Audit(ctx, store.AuditEvent{IdentityID: idn.ID, Event: eventAdminCreated}); err != nil {
-		return fmt.Errorf("recording the first start: %w", err)
-	}
-	log.Info("first start: created the admin identity", "identity", idn.ID, "key_file", keyPath)
-	fmt.Fprintf(Stdout, "First start: created the admin identity. Its API key, shown this once:\n\n    %s\n\n"+
-		"It is also in %s (mode 0600). Log in with it, then issue a device's enroll line:\n\n"+
-		"    sema login --server %s < %s\n    sema token\n\n",
-		key, keyPath, public, shellQuote(keyPath))
-	return nil
-}
-
 // newHTTPServer mounts the lane and /metrics.
 func newHTTPServer(doors *httpapi.API, log *slog.Logger, verbose bool) *http.Server {
 	mux := http.NewServeMux()
@@ -437,14 +283,4 @@ func newHTTPServer(doors *httpapi.API, log *slog.Logger, verbose bool) *http.Ser
 		Handler:  h,
 		ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelWarn),
 	}
-}
-
-// shellQuote quotes s for a POSIX shell when it needs it.
-func shellQuote(s string) string {
-	if s != "" && strings.IndexFunc(s, func(r rune) bool {
-		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./:=@%+,", r))
-	}) < 0 {
-		return s
-	}
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
