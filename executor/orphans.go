@@ -1,8 +1,6 @@
 package executor
 
 import (
-	"errors"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -48,15 +46,7 @@ func (r procRegistry) add(pgid int) {
 	if !ok {
 		return // the platform cannot tell, or already gone: nothing to kill later
 	}
-	err := os.WriteFile(r.path(pgid), []byte(rec), 0o600)
-	if errors.Is(err, fs.ErrNotExist) {
-		// The first record, or the directory was removed: make it once
-		// here rather than stat it on every exec.
-		if err = os.MkdirAll(r.dir, 0o700); err == nil {
-			err = os.WriteFile(r.path(pgid), []byte(rec), 0o600)
-		}
-	}
-	if err != nil {
+	if err := writeRecord(r.dir, strconv.Itoa(pgid), []byte(rec)); err != nil {
 		r.log.Warn("cannot record a running process group", "pgid", pgid, "err", err)
 	}
 }
@@ -75,23 +65,17 @@ func (r procRegistry) reapOrphans() (killed int) {
 	if r.dir == "" {
 		return 0
 	}
-	entries, err := os.ReadDir(r.dir)
-	if err != nil {
-		return 0
-	}
-	for _, e := range entries {
-		pgid, err := strconv.Atoi(e.Name())
+	drainRecords(r.dir, func(name string, want []byte) {
+		pgid, err := strconv.Atoi(name)
 		if err != nil || pgid <= 1 {
-			continue
+			return
 		}
-		want, _ := os.ReadFile(r.path(pgid))
 		if now, ok := record(pgid); ok && now == string(want) {
 			if syscall.Kill(-pgid, syscall.SIGKILL) == nil {
 				killed++
 				r.log.Warn("killed a command left running by a previous executor process", "pgid", pgid)
 			}
 		}
-		os.Remove(r.path(pgid))
-	}
+	})
 	return killed
 }

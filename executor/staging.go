@@ -3,9 +3,7 @@ package executor
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
-	"io/fs"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -36,19 +34,12 @@ func (r stagingRegistry) add(path string, dev, ino uint64) func() {
 	}
 	var n [8]byte
 	_, _ = rand.Read(n[:]) // never fails (crypto/rand)
-	rec := filepath.Join(r.dir, hex.EncodeToString(n[:]))
-	data := []byte(fmt.Sprintf("%d %d %s\n", dev, ino, path))
-	err := os.WriteFile(rec, data, 0o600)
-	if errors.Is(err, fs.ErrNotExist) {
-		// The first record, or the directory was removed.
-		if err = os.MkdirAll(r.dir, 0o700); err == nil {
-			err = os.WriteFile(rec, data, 0o600)
-		}
-	}
-	if err != nil {
+	name := hex.EncodeToString(n[:])
+	if err := writeRecord(r.dir, name, []byte(fmt.Sprintf("%d %d %s\n", dev, ino, path))); err != nil {
 		r.log.Warn("cannot record a staging file", "err", err)
 		return nil
 	}
+	rec := filepath.Join(r.dir, name)
 	return func() { os.Remove(rec) }
 }
 
@@ -60,21 +51,12 @@ func (r stagingRegistry) sweep() (removed int) {
 	if r.dir == "" {
 		return 0
 	}
-	entries, err := os.ReadDir(r.dir)
-	if err != nil {
-		return 0
-	}
-	for _, e := range entries {
-		rec := filepath.Join(r.dir, e.Name())
-		b, _ := os.ReadFile(rec)
-		if path, ok := stagedFile(string(b)); ok {
-			if os.Remove(path) == nil {
-				removed++
-				r.log.Warn("removed a write's staging file left by a previous executor process", "path", path)
-			}
+	drainRecords(r.dir, func(_ string, rec []byte) {
+		if path, ok := stagedFile(string(rec)); ok && os.Remove(path) == nil {
+			removed++
+			r.log.Warn("removed a write's staging file left by a previous executor process", "path", path)
 		}
-		os.Remove(rec)
-	}
+	})
 	return removed
 }
 
